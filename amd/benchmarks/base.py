@@ -1,0 +1,75 @@
+"""The benchmark protocol: every environment sits behind these few methods.
+
+A benchmark lists task ids and starts episodes. An episode hands out user messages one turn at a time, executes
+what the agent proposes, and scores itself when done. This fits:
+- tool-call worlds (BFCL, AgentDojo): `execute` receives parsed call proposals;
+- code-action worlds (AppWorld): a proposal carries `code` instead of a call;
+- simulated-user worlds (ToolSandbox): `next_user_message` sees the agent's last reply.
+The agent loop (`amd.agent.loop`) depends only on this module.
+"""
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class Proposal:
+    """One action the agent proposes. `source` is what the model wrote; `name`/`arguments` are set when the
+    model gave structured JSON or a native tool call, otherwise the environment parses `source` itself."""
+
+    source: str
+    name: str | None = None
+    arguments: dict | None = None
+    code: str | None = None
+
+
+@dataclass
+class ExecutedCall:
+    name: str
+    arguments: dict
+    call: str  # canonical string, the form stored in decoded_calls and scored
+
+
+@dataclass
+class StepOutcome:
+    calls: list[ExecutedCall] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)  # {"text", "reason"}: refused, never executed
+    observations: list[str] = field(default_factory=list)
+    error: bool = False
+    failing_functions: list[str] = field(default_factory=list)  # names whose execution or validation failed
+
+
+@dataclass
+class Verdict:
+    success: bool
+    details: dict
+    decoded_calls: list  # per turn, per step, canonical call strings
+
+
+class Episode(Protocol):
+    task_id: str
+    instruction: str  # the retrieval query for memory (BFCL: the first user turn)
+    tools: list[dict]  # OpenAI-style function tools: [{"type": "function", "function": {...}}]
+
+    def next_user_message(self, last_agent_reply: str | None) -> str | None:
+        """The next user turn, or None when the conversation is over. Starting a turn ends the previous one."""
+
+    def execute(self, proposals: list[Proposal]) -> StepOutcome:
+        """Validate and run one step's proposals; refused ones become error observations, never code."""
+
+    def reference_turns(self) -> list[list[Proposal]] | None:
+        """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
+
+    def score(self) -> Verdict:
+        """The benchmark's own verdict on the finished episode."""
+
+
+class Benchmark(Protocol):
+    name: str
+
+    def task_ids(self) -> list[str]: ...
+
+    def data_version(self) -> dict:
+        """{"package": "name==version", "sha256": <data file hash>, ...}"""
+
+    def start(self, task_id: str) -> Episode: ...

@@ -1,0 +1,33 @@
+"""What the rest of amd sees of a model: one `chat` call returning a `ChatReply`. Only the openai SDK talks to
+servers (OpenAI, vLLM, the embedded llama.cpp server)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ChatReply:
+    text: str  # the message content ("" when the model only made native tool calls)
+    tool_calls: list[dict] = field(default_factory=list)  # native calls: {"name": str, "arguments": str (raw JSON)}
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False  # served from the on-disk response cache, no request made
+    requests: int = 0  # HTTP requests sent for this reply, retries included
+    error: str | None = None  # set when no usable reply could be had after retries
+
+
+@dataclass
+class TokenLedger:
+    """Per-run totals, printed at the end of a run and kept next to its output."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+
+    def add(self, reply: ChatReply) -> None:
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.requests += reply.requests
+        self.cache_hits += int(reply.cached)
+        self.failures += int(reply.error is not None)

@@ -1,0 +1,92 @@
+"""The trajectory record: one JSON object per task, one JSONL file per run.
+
+The schema itself, with every field described, is `amd/trajectory.schema.json`; this module reads, validates
+and writes it. Writes are durable (flush + fsync per record) so a crash never loses a finished task.
+"""
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+
+from amd.errors import AmdError
+
+SCHEMA_NAME = "amd.trajectory/1"
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    schema = json.loads((Path(__file__).parent / "trajectory.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate(record: dict, where: str = "record") -> dict:
+    """Return `record` if it is a valid trajectory, else raise AmdError naming the first problem."""
+    error = next(iter(_validator().iter_errors(record)), None)
+    if error is not None:
+        field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise AmdError(f"{where}: invalid trajectory at {field}: {error.message[:300]}")
+    return record
+
+
+def read_trajectories(path, tolerate_truncated_tail: bool = False) -> list[dict]:
+    """Read and validate every record of a run file.
+
+    With `tolerate_truncated_tail`, a last line that is not complete JSON (a run killed mid-write) is ignored;
+    anywhere else a bad line is an error naming the file and line number.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise AmdError(f"{path}: no such trajectory file")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        is_last = all(not rest.strip() for rest in lines[number:])
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if tolerate_truncated_tail and is_last and not line.endswith("}"):
+                break
+            raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
+        records.append(validate(record, where=f"{path}:{number}"))
+    return records
+
+
+def append_durably(path, record: dict) -> None:
+    """Append one validated record and make it durable before returning."""
+    validate(record)
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def drop_truncated_tail(path) -> None:
+    """Cut a partial last line (left by a killed writer) so appends start on a fresh line."""
+    path = Path(path)
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as handle:
+            handle.truncate(cut)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def write_atomically(path, records: list[dict]) -> None:
+    """Replace `path` with `records` in one rename, so readers never see a half-written file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(validate(record), ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
