@@ -1,0 +1,295 @@
+"""BFCL V3 multi-turn base (the `bfcl-eval` package's multi_turn_base set) behind the amd benchmark protocol.
+
+Agent actions run on backend instances this module owns, fresh per episode, after `bfcl_calls` has validated them;
+the package's own executor (which eval()s call text and caches instances in globals) never sees model text.
+Scoring uses the package's official multi-turn checker on our canonical call strings.
+"""
+
+import copy
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+import inspect
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from amd.benchmarks.base import ExecutedCall, Proposal, StepOutcome, Verdict
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
+from amd.errors import AmdError, did_you_mean
+from amd.paths import cache_dir
+
+CATEGORY = "multi_turn_base"
+DATA_FILE = "BFCL_v4_multi_turn_base.json"
+GORILLA_TO_JSON_SCHEMA = {"dict": "object", "float": "number", "tuple": "array", "any": None}
+
+
+def _import_bfcl(module: str):
+    """Import a bfcl_eval module, first pointing its project root (where it writes files) at our cache."""
+    os.environ.setdefault("BFCL_PROJECT_ROOT", str(cache_dir("bfcl_project")))
+    return importlib.import_module(module)
+
+
+@dataclass(frozen=True)
+class _Dataset:
+    entries: dict  # task id → test entry
+    ground_truth: dict  # task id → [[call string, ...] per turn]
+    class_docs: dict  # class name → [Gorilla tool doc, ...]
+    version: dict
+
+
+@functools.cache
+def _dataset() -> _Dataset:
+    config = _import_bfcl("bfcl_eval.constants.executable_backend_config")
+    data_dir = Path(_import_bfcl("bfcl_eval").__file__).parent / "data"
+    questions = data_dir / DATA_FILE
+    answers = data_dir / "possible_answer" / DATA_FILE
+    entries = {entry["id"]: entry for entry in _read_jsonl(questions)}
+    ground_truth = {entry["id"]: entry["ground_truth"] for entry in _read_jsonl(answers)}
+    classes = {name for entry in entries.values() for name in entry["involved_classes"]}
+    class_docs = {
+        name: _read_jsonl(data_dir / "multi_turn_func_doc" / config.MULTI_TURN_FUNC_DOC_FILE_MAPPING[name])
+        for name in sorted(classes)
+    }
+    version = {
+        "package": f"bfcl-eval=={importlib.metadata.version('bfcl-eval')}",
+        "sha256": _sha256(questions),
+        "ground_truth_sha256": _sha256(answers),
+        "category": CATEGORY,
+    }
+    return _Dataset(entries, ground_truth, class_docs, version)
+
+
+class BfclMultiTurn:
+    name = "bfcl"
+
+    def __init__(self, **options):
+        if options:
+            raise AmdError(f"benchmark bfcl takes no options, got: {', '.join(sorted(options))}")
+        self._data = _dataset()
+
+    def task_ids(self) -> list[str]:
+        return sorted(self._data.entries, key=lambda task_id: int(task_id.rsplit("_", 1)[1]))
+
+    def data_version(self) -> dict:
+        return dict(self._data.version)
+
+    def start(self, task_id: str) -> "BfclEpisode":
+        entry = self._entry(task_id)
+        docs = {name: self._data.class_docs[name] for name in entry["involved_classes"]}
+        return BfclEpisode(entry, self._data.ground_truth[task_id], docs)
+
+    def _entry(self, task_id: str) -> dict:
+        if task_id not in self._data.entries:
+            raise AmdError(f"unknown BFCL task id {task_id!r}{did_you_mean(task_id, self._data.entries)}; "
+                           f"known: {CATEGORY}_0..{CATEGORY}_{len(self._data.entries) - 1}")
+        return self._data.entries[task_id]
+
+
+class BfclEpisode:
+    def __init__(self, entry: dict, ground_truth: list[list[str]], class_docs: dict[str, list[dict]]):
+        self.task_id = entry["id"]
+        self._entry = entry
+        self._ground_truth = ground_truth
+        self._user_turns = ["\n\n".join(message["content"] for message in turn) for turn in entry["question"]]
+        self.instruction = self._user_turns[0]
+        self.tool_docs = [doc for docs in class_docs.values() for doc in docs]  # raw Gorilla docs
+        self.tools = [openai_tool(doc) for doc in self.tool_docs]
+        self._docs = {doc["name"]: doc for doc in self.tool_docs}
+        self._methods = _fresh_backends(entry, class_docs)
+        self._turns_started = 0
+        self.decoded_calls: list[list[list[str]]] = []  # per turn, per step, canonical call strings
+
+    def next_user_message(self, last_agent_reply: str | None = None) -> str | None:
+        if self._turns_started >= len(self._user_turns):
+            return None
+        self._turns_started += 1
+        self.decoded_calls.append([])
+        return self._user_turns[self._turns_started - 1]
+
+    def execute(self, proposals: list[Proposal]) -> StepOutcome:
+        if not self.decoded_calls:
+            raise AmdError(f"{self.task_id}: execute() called before the first user turn was taken")
+        outcome = StepOutcome()
+        for proposal in proposals:
+            self._execute_one(proposal, outcome)
+        if outcome.calls:
+            self.decoded_calls[-1].append([call.call for call in outcome.calls])
+        return outcome
+
+    def reference_turns(self) -> list[list[Proposal]]:
+        turns = []
+        for calls in self._ground_truth:
+            turn = []
+            for source in calls:
+                try:
+                    name, arguments = parse_call(source, self._docs)
+                except CallRejected as error:
+                    raise AmdError(f"{self.task_id}: ground-truth call {source!r} does not parse: {error}") from None
+                turn.append(Proposal(source=source, name=name, arguments=arguments))
+            turns.append(turn)
+        return turns
+
+    def score(self) -> Verdict:
+        decoded = _padded(self.decoded_calls, len(self._ground_truth))
+        details = official_check(self._entry, self._ground_truth, decoded)
+        return Verdict(success=details.get("valid") is True, details=details, decoded_calls=decoded)
+
+    def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
+        try:
+            if proposal.name is not None or proposal.arguments is not None:
+                name, kwargs = validate_arguments(proposal.name, proposal.arguments, self._docs)
+            else:
+                name, kwargs = parse_call(proposal.source, self._docs)
+        except CallRejected as error:
+            outcome.rejected.append({"text": proposal.source, "reason": str(error)})
+            outcome.observations.append(json.dumps({"error": f"rejected call: {error}"}))
+            _mark_failed(outcome, proposal.name if isinstance(proposal.name, str) else _called_name(proposal))
+            return
+        observation, failed = _run(self._methods[name], kwargs)
+        outcome.calls.append(ExecutedCall(name=name, arguments=kwargs, call=canonical_call(name, kwargs)))
+        outcome.observations.append(observation)
+        if failed:
+            _mark_failed(outcome, name)
+
+
+def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[list[list[str]]]) -> dict:
+    """Run bfcl's multi_turn_checker and return its answer, JSON-safe.
+
+    The checker eval()s every string it is given. It only ever receives canonical strings built by
+    `canonical_call` from validated literal values (see `bfcl_calls`): a plain function name and keyword arguments
+    whose values are Python literal reprs. Its rewrite of `name(` into `instance.name(` can only add identifier
+    characters, also inside string literals, so it cannot turn a literal into code.
+    """
+    checker = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
+    utils = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+    model_name = f"amd_{uuid.uuid4().hex}"
+    try:
+        result = checker.multi_turn_checker(decoded, ground_truth, entry, CATEGORY, model_name)
+    except Exception as error:  # a checker crash fails the task instead of the run
+        result = {"valid": False, "error_type": "amd:checker_exception", "error_message": f"{type(error).__name__}: {error}"}
+    finally:
+        cached = vars(utils)
+        for key in [key for key in cached if model_name in key]:
+            del cached[key]
+    return json.loads(json.dumps(result, default=str))
+
+
+def rescore(record: dict) -> dict:
+    """Re-run the official checker on a stored trajectory's decoded_calls; returns the checker's dict.
+
+    Stored strings are files, not trusted: each one is parsed again with the safe parser and rebuilt canonically
+    before the checker sees it.
+    """
+    data = _dataset()
+    task_id = record.get("task_id")
+    entry = BfclMultiTurn()._entry(task_id)
+    stored_hash = (record.get("data_version") or {}).get("sha256")
+    if stored_hash and stored_hash != data.version["sha256"]:
+        raise AmdError(f"{task_id}: trajectory was run on BFCL data {stored_hash[:12]}…, installed data is "
+                       f"{data.version['sha256'][:12]}…; rescoring would compare against different tasks")
+    docs = {doc["name"]: doc for name in entry["involved_classes"] for doc in data.class_docs[name]}
+    ground_truth = data.ground_truth[task_id]
+    if len(record.get("decoded_calls", [])) > len(ground_truth):
+        raise AmdError(f"{task_id}: trajectory has {len(record['decoded_calls'])} turns, the task has {len(ground_truth)}")
+    decoded = [[[_recanonical(text, docs, task_id) for text in step] for step in turn]
+               for turn in record.get("decoded_calls", [])]
+    return official_check(entry, ground_truth, _padded(decoded, len(ground_truth)))
+
+
+def openai_tool(doc: dict) -> dict:
+    """A Gorilla tool doc as an OpenAI function tool (dict→object, float→number, tuple→array, any→untyped)."""
+    parameters = _json_schema(doc.get("parameters", {"type": "dict", "properties": {}}))
+    parameters.setdefault("properties", {})
+    return {"type": "function",
+            "function": {"name": doc["name"], "description": doc.get("description", ""), "parameters": parameters}}
+
+
+def _json_schema(schema: dict) -> dict:
+    converted = {}
+    for key, value in schema.items():
+        if key == "type":
+            mapped = GORILLA_TO_JSON_SCHEMA.get(value, value)
+            if mapped is not None:
+                converted["type"] = mapped
+        elif key == "properties":
+            converted["properties"] = {name: _json_schema(sub) for name, sub in value.items()}
+        elif key == "items":
+            converted["items"] = _json_schema(value)
+        else:
+            converted[key] = copy.deepcopy(value)
+    return converted
+
+
+def _fresh_backends(entry: dict, class_docs: dict[str, list[dict]]) -> dict:
+    """Function name → bound method of a new backend instance loaded with this entry's initial state."""
+    config = _import_bfcl("bfcl_eval.constants.executable_backend_config")
+    methods = {}
+    for class_name, docs in class_docs.items():
+        backend_class = getattr(_import_bfcl(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
+        instance = backend_class()
+        if class_name not in config.STATELESS_CLASSES:
+            instance._load_scenario(copy.deepcopy(entry["initial_config"].get(class_name, {})), long_context=False)
+        for doc in docs:
+            method = getattr(instance, doc["name"], None)
+            if not inspect.ismethod(method) or doc["name"].startswith("_"):
+                raise AmdError(f"bfcl backend {class_name} has no public method {doc['name']!r} named in its tool doc")
+            methods[doc["name"]] = method
+    return methods
+
+
+def _run(method, kwargs: dict) -> tuple[str, bool]:
+    """Call a backend method; the observation is formatted as the package's executor does. Returns (text, failed)."""
+    try:
+        result = method(**kwargs)
+    except Exception as error:
+        return f"Error during execution: {error}", True
+    failed = isinstance(result, dict) and "error" in result
+    try:
+        if isinstance(result, str):
+            return result, failed
+        if isinstance(result, dict):
+            try:
+                return json.dumps(result), failed
+            except (TypeError, ValueError):
+                return str(result), failed
+        return str(result), failed
+    except Exception as error:  # e.g. an integer too large to print
+        return f"Error during execution: {error}", True
+
+
+def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
+    outcome.error = True
+    if name and name not in outcome.failing_functions:
+        outcome.failing_functions.append(name)
+
+
+def _called_name(proposal: Proposal) -> str | None:
+    """The function name a refused text call seems to use, for bookkeeping only."""
+    head = (proposal.source or "").strip().split("(", 1)[0].strip()
+    return head if head.isidentifier() else None
+
+
+def _recanonical(text, docs: dict, task_id: str) -> str:
+    if not isinstance(text, str):
+        raise AmdError(f"{task_id}: stored call must be a string, got {type(text).__name__}")
+    try:
+        return canonical_call(*parse_call(text, docs))
+    except CallRejected as error:
+        raise AmdError(f"{task_id}: stored call {text[:80]!r} is refused: {error}") from None
+
+
+def _padded(decoded: list, n_turns: int) -> list:
+    return [list(turn) for turn in decoded] + [[] for _ in range(n_turns - len(decoded))]
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
