@@ -1,0 +1,111 @@
+"""The `amd` command line. Every Snakemake rule is one call of it.
+
+  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options]
+  amd score FILE.jsonl [...] [--json OUT] [--recheck]
+  amd memory build|show|query ...      (amd.memory.cli)
+  amd table|figure NAME ...            (amd.analysis.cli)
+"""
+
+import argparse
+import importlib
+import logging
+import sys
+
+from amd.errors import AmdError, did_you_mean
+
+MEMORY_TYPE_ALIASES = {"wf": "workflow", "st": "subtask", "fn": "function",
+                       "workflow": "workflow", "subtask": "subtask", "function": "function"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        return int(args.handler(args) or 0)
+    except AmdError as exc:
+        print(f"amd: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="amd", description="Agent Memory Distillation pipeline")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_run(commands)
+    _add_score(commands)
+    for module in ("amd.memory.cli", "amd.analysis.cli"):
+        importlib.import_module(module).register(commands)
+    return parser
+
+
+def _add_run(commands) -> None:
+    run = commands.add_parser("run", help="run an agent on benchmark tasks, one trajectory per task")
+    run.add_argument("benchmark", help="bfcl (implemented); appworld, toolsandbox, agentdojo (declared)")
+    run.add_argument("--agent", required=True,
+                     help="oracle | openai:MODEL | vllm:MODEL@http://host:port/v1 | local:qwen2.5-coder-0.5b")
+    run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
+    run.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    run.add_argument("--limit", type=int, help="only the first N of the selected tasks")
+    run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
+    run.add_argument("--max-steps-per-turn", type=int, default=20)
+    run.add_argument("--max-steps", type=int, default=40)
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--max-tokens", type=int, default=512)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
+    run.add_argument("--memory-config", default="zero_shot",
+                     help="zero_shot, wf, wf_st, wf_st_fn, wf_fn, st_only, fn_only")
+    run.add_argument("--protocol", default="self_excluded", help="self_excluded (default), cross_split, shared")
+    run.add_argument("--k", help="top-k per memory type, e.g. wf=1,st=1,fn=1")
+    run.add_argument("--delta", help="minimum similarity per memory type, e.g. wf=0.3,st=0.45")
+    run.add_argument("--split-seed", type=int, default=0, help="seed of the cross_split 7:3 split")
+    run.add_argument("--per-turn", action="store_true", help="retrieve subtask memory by each user turn")
+    run.add_argument("--no-progress", action="store_true")
+    run.set_defaults(handler=_run_command)
+
+
+def _add_score(commands) -> None:
+    score = commands.add_parser("score", help="success rate, mean steps and tokens of run files")
+    score.add_argument("files", nargs="+")
+    score.add_argument("--json", help="also write the table as JSON here")
+    score.add_argument("--recheck", action="store_true",
+                       help="re-score every stored trajectory with the benchmark's official checker")
+    score.set_defaults(handler=_score_command)
+
+
+def _run_command(args) -> int:
+    from amd.run_cli import run_from_args
+
+    return run_from_args(args)
+
+
+def _score_command(args) -> int:
+    from amd.score import score_from_args
+
+    return score_from_args(args)
+
+
+def parse_per_type(text: str | None, flag: str, cast) -> dict:
+    """'wf=1,st=2' -> {'workflow': 1, 'subtask': 2}; a bad item names the flag and the item."""
+    if not text:
+        return {}
+    values = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in MEMORY_TYPE_ALIASES:
+            raise AmdError(f"{flag}: bad item {item!r}{did_you_mean(name, MEMORY_TYPE_ALIASES)}; "
+                           "expected TYPE=VALUE with TYPE one of wf, st, fn")
+        try:
+            values[MEMORY_TYPE_ALIASES[name]] = cast(value)
+        except ValueError:
+            raise AmdError(f"{flag}: {item!r} has a value that is not a {cast.__name__}") from None
+    return values
+
+
+if __name__ == "__main__":
+    sys.exit(main())

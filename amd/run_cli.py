@@ -1,0 +1,106 @@
+"""`amd run`: turn command-line choices into a RunSpec, open the model, run the tasks, report."""
+
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from amd.agent.agents import ModelAgent, OracleAgent
+from amd.agent.loop import Limits
+from amd.benchmarks import get_benchmark
+from amd.errors import AmdError, did_you_mean
+from amd.runner import RunSpec, run_tasks
+
+log = logging.getLogger("amd.run")
+
+
+def run_from_args(args) -> int:
+    from amd.cli import parse_per_type
+
+    _check_positive(args)
+    benchmark = get_benchmark(args.benchmark)
+    task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
+    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
+                                  parse_per_type(args.delta, "--delta", float))
+    if args.protocol == "cross_split" and memory is not None:
+        from amd.memory.protocols import split_tasks
+
+        eval_side = set(split_tasks(benchmark.task_ids(), args.split_seed)[1])
+        task_ids = [task_id for task_id in task_ids if task_id in eval_side]
+        log.info("cross_split (seed %d): %d tasks on the evaluation side", args.split_seed, len(task_ids))
+    limits = Limits(max_steps_per_turn=args.max_steps_per_turn, max_steps=args.max_steps)
+    with _agent_factory(args) as (make_agent, agent_info, ledger):
+        spec = RunSpec(benchmark=benchmark, agent_info=agent_info, make_agent=make_agent, memory=memory,
+                       memory_info=memory_info, limits=limits)
+        summary = run_tasks(spec, task_ids, args.out, concurrency=args.concurrency,
+                            progress=not args.no_progress)
+    _report(args.out, summary, ledger)
+    return 1 if summary.crashed else 0
+
+
+def select_tasks(all_ids: list[str], tasks: str | None, limit: int | None) -> list[str]:
+    ids = all_ids
+    if tasks:
+        known = set(all_ids)
+        ids = [task.strip() for task in tasks.split(",") if task.strip()]
+        for task_id in ids:
+            if task_id not in known:
+                raise AmdError(f"unknown task id {task_id!r}{did_you_mean(task_id, all_ids)}")
+        if len(set(ids)) != len(ids):
+            raise AmdError("--tasks names a task more than once")
+    return ids[:limit] if limit is not None else ids
+
+
+def _check_positive(args) -> None:
+    for flag in ("limit", "concurrency", "max_steps_per_turn", "max_steps", "max_tokens"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise AmdError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+
+
+def _memory(args, k: dict, delta: dict):
+    if args.memory_config == "zero_shot":
+        if args.memory:
+            raise AmdError("--memory-config zero_shot takes no --memory bank")
+        return None, {"config": "zero_shot", "bank": None}
+    if not args.memory:
+        raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
+    from amd.memory.hooks import load_memory_hooks
+
+    hooks = load_memory_hooks(args.memory, args.memory_config, protocol=args.protocol, k=k or None,
+                              delta=delta or None, split_seed=args.split_seed, per_turn=args.per_turn)
+    return hooks, hooks.describe()
+
+
+@contextlib.contextmanager
+def _agent_factory(args):
+    if args.agent == "oracle":
+        def make_oracle(episode):
+            turns = episode.reference_turns()
+            if turns is None:
+                raise AmdError(f"benchmark {args.benchmark} has no ground-truth actions for the oracle")
+            return OracleAgent(turns)
+
+        info = {"spec": "oracle", "kind": "oracle", "model": None,
+                "params": {"note": "ground-truth calls executed one per step; an upper-bound teacher, no model"}}
+        yield make_oracle, info, None
+        return
+    from amd.llm import open_model
+
+    params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    with open_model(args.agent, params) as model:
+        info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
+        yield (lambda episode: ModelAgent(model)), info, model.ledger
+
+
+def _report(out_path, summary, ledger) -> None:
+    line = f"{summary.finished} tasks run, {summary.skipped} already done"
+    if summary.crashed:
+        line += f", {len(summary.crashed)} crashed (not written; rerun to retry): {', '.join(summary.crashed)}"
+    print(f"amd run: {line} -> {out_path}", file=sys.stderr)
+    if ledger is not None:
+        totals = vars(ledger).copy()
+        print(f"amd run: token ledger {json.dumps(totals)}", file=sys.stderr)
+        ledger_path = Path(str(out_path) + ".ledger.json")
+        ledger_path.write_text(json.dumps(totals, indent=1) + "\n")

@@ -1,0 +1,114 @@
+"""Run many tasks: bounded concurrency, durable per-task output, resume, progress.
+
+Each finished task is appended to the output and fsynced at once, so a crash or SIGKILL loses at most the tasks in
+flight. Rerunning the same command resumes: finished tasks are skipped, a truncated last line is dropped, no task
+is written twice. When every task is done the file is rewritten in task order in one atomic rename.
+"""
+
+import logging
+import sys
+import threading
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from amd.agent.loop import Limits, run_episode
+from amd.errors import AmdError
+from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, write_atomically
+
+log = logging.getLogger("amd.run")
+
+
+@dataclass
+class RunSpec:
+    """Everything that identifies a run; stored in every record it writes."""
+
+    benchmark: object
+    agent_info: dict
+    make_agent: object  # callable(episode) -> agent
+    memory: object = None  # MemoryHooks or None
+    memory_info: dict = field(default_factory=lambda: {"config": "zero_shot", "bank": None})
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class RunSummary:
+    finished: int = 0
+    skipped: int = 0
+    crashed: list[str] = field(default_factory=list)
+
+
+def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
+              progress: bool = True) -> RunSummary:
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    done = _finished_task_ids(spec, out_path)
+    todo = [task_id for task_id in task_ids if task_id not in done]
+    summary = RunSummary(skipped=len(task_ids) - len(todo))
+    if summary.skipped:
+        log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
+    header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
+              "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
+    write_lock = threading.Lock()
+    bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+
+    def run_one(task_id: str) -> None:
+        episode = spec.benchmark.start(task_id)
+        record = {**header, **run_episode(spec.make_agent(episode), episode, spec.limits, spec.memory)}
+        with write_lock:
+            append_durably(out_path, record)
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        pending = {}
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < max(1, concurrency):
+                task_id = queue.pop(0)
+                pending[pool.submit(run_one, task_id)] = task_id
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                task_id = pending.pop(future)
+                _account(future, task_id, summary)
+            bar.update(len(finished))
+            bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
+                            in_flight=len(pending))
+    bar.close()
+    if not summary.crashed:
+        _rewrite_in_task_order(out_path, task_ids)
+    return summary
+
+
+def _account(future, task_id: str, summary: RunSummary) -> None:
+    error = future.exception()
+    if error is None:
+        summary.finished += 1
+        return
+    # A task that crashed is not written: rerunning the command retries it. The run goes on.
+    summary.crashed.append(task_id)
+    detail = "".join(traceback.format_exception(error))
+    log.error("task %s crashed and was not written; rerun to retry it:\n%s", task_id, detail)
+
+
+def _finished_task_ids(spec: RunSpec, out_path) -> set[str]:
+    if not Path(out_path).exists():
+        return set()
+    drop_truncated_tail(out_path)
+    records = read_trajectories(out_path)
+    for record in records:
+        for key, expected in (("agent", spec.agent_info), ("memory", spec.memory_info)):
+            if record[key] != expected:
+                raise AmdError(f"{out_path} holds a different run ({key} {record[key]} here, {expected} asked); "
+                               "choose another --out")
+    return {record["task_id"] for record in records}
+
+
+def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:
+    if not Path(out_path).exists():
+        return
+    order = {task_id: index for index, task_id in enumerate(task_ids)}
+    records = read_trajectories(out_path)
+    records.sort(key=lambda record: order.get(record["task_id"], len(order)))
+    write_atomically(out_path, records)

@@ -1,0 +1,69 @@
+"""`amd score`: a readable table of success rate, steps and tokens per run file; optional official re-check."""
+
+import json
+import sys
+
+from amd.errors import AmdError
+from amd.schema import read_trajectories
+
+COLUMNS = ["file", "agent", "memory", "tasks", "success_%", "mean_steps", "prompt_tokens", "completion_tokens",
+           "model_requests"]
+
+
+def summarize(path) -> dict:
+    records = read_trajectories(path)
+    if not records:
+        raise AmdError(f"{path}: no trajectories to score")
+    n = len(records)
+    return {
+        "file": str(path),
+        "agent": records[0]["agent"]["spec"],
+        "memory": records[0]["memory"].get("config"),
+        "tasks": n,
+        "success_%": round(100.0 * sum(r["success"] for r in records) / n, 2),
+        "mean_steps": round(sum(r["n_steps"] for r in records) / n, 2),
+        "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
+        "completion_tokens": sum(r["tokens"]["completion"] for r in records),
+        "model_requests": sum(r.get("model_requests", 0) for r in records),
+    }
+
+
+def recheck(path) -> list[str]:
+    """Re-score every stored trajectory with the official checker; return the task ids whose verdict differs."""
+    from amd.benchmarks.bfcl import rescore
+
+    mismatched = []
+    for record in read_trajectories(path):
+        if record["benchmark"] != "bfcl":
+            raise AmdError(f"{path}: --recheck supports bfcl trajectories, not {record['benchmark']!r}")
+        if bool(rescore(record).get("valid")) != bool(record["checker"].get("valid")):
+            mismatched.append(record["task_id"])
+    return mismatched
+
+
+def format_table(rows: list[dict]) -> str:
+    cells = [COLUMNS] + [[str(row[column]) for column in COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(value.ljust(width) for value, width in zip(line, widths)) for line in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def score_from_args(args) -> int:
+    rows = [summarize(path) for path in args.files]
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=1)
+    if not args.recheck:
+        return 0
+    status = 0
+    for path in args.files:
+        mismatched = recheck(path)
+        if mismatched:
+            status = 1
+            print(f"{path}: official checker disagrees on {len(mismatched)} tasks: {', '.join(mismatched)}",
+                  file=sys.stderr)
+        else:
+            print(f"{path}: official checker agrees with every stored verdict")
+    return status
