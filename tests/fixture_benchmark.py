@@ -1,0 +1,72 @@
+"""A tiny benchmark behind the real protocol, for testing the loop and runner without BFCL.
+
+Task "count_N": N user turns; in each the agent must call add(n=1) once. Success = the counter equals N.
+"""
+
+import json
+
+from amd.benchmarks.base import ExecutedCall, Proposal, StepOutcome, Verdict
+
+TOOLS = [{"type": "function", "function": {
+    "name": "add", "description": "Add n to the counter.",
+    "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}]
+
+
+class CounterEpisode:
+    def __init__(self, task_id: str, turns: int):
+        self.task_id = task_id
+        self.instruction = "Add one to the counter."
+        self.tools = TOOLS
+        self.turns = turns
+        self.turn = 0
+        self.counter = 0
+        self.decoded: list[list[list[str]]] = []
+
+    def next_user_message(self, last_agent_reply):
+        if self.turn >= self.turns:
+            return None
+        self.turn += 1
+        self.decoded.append([])
+        return f"Turn {self.turn}: add one to the counter."
+
+    def execute(self, proposals):
+        outcome = StepOutcome()
+        step_calls = []
+        for proposal in proposals:
+            if proposal.name != "add" or not isinstance((proposal.arguments or {}).get("n"), int):
+                outcome.rejected.append({"text": proposal.source, "reason": "only add(n=int) exists"})
+                outcome.observations.append(json.dumps({"error": "only add(n=int) exists"}))
+                outcome.failing_functions.append(proposal.name or "?")
+                outcome.error = True
+                continue
+            self.counter += proposal.arguments["n"]
+            call = f"add(n={proposal.arguments['n']!r})"
+            outcome.calls.append(ExecutedCall("add", dict(proposal.arguments), call))
+            outcome.observations.append(str(self.counter))
+            step_calls.append(call)
+        if step_calls:
+            self.decoded[-1].append(step_calls)
+        return outcome
+
+    def reference_turns(self):
+        return [[Proposal(source="add(n=1)", name="add", arguments={"n": 1})] for _ in range(self.turns)]
+
+    def score(self):
+        return Verdict(success=self.counter == self.turns, details={"valid": self.counter == self.turns},
+                       decoded_calls=self.decoded)
+
+
+class CounterBenchmark:
+    name = "counter"
+
+    def __init__(self, n_tasks: int = 6):
+        self.ids = [f"count_{i % 3 + 1}_{i}" for i in range(n_tasks)]
+
+    def task_ids(self):
+        return list(self.ids)
+
+    def data_version(self):
+        return {"package": "fixture", "sha256": "0" * 64}
+
+    def start(self, task_id):
+        return CounterEpisode(task_id, turns=int(task_id.split("_")[1]))

@@ -1,0 +1,177 @@
+"""The agent loop and the batch runner, on the fixture benchmark (no BFCL, no model)."""
+
+import json
+
+import pytest
+from fixture_benchmark import CounterBenchmark
+
+from amd.agent.agents import AgentReply, OracleAgent
+from amd.agent.loop import Limits, run_episode
+from amd.benchmarks.base import Proposal
+from amd.errors import AmdError
+from amd.runner import RunSpec, run_tasks
+from amd.schema import read_trajectories
+
+ORACLE_INFO = {"spec": "oracle", "kind": "oracle", "model": None, "params": {}}
+
+
+def oracle_spec(benchmark, **overrides):
+    fields = dict(benchmark=benchmark, agent_info=ORACLE_INFO,
+                  make_agent=lambda episode: OracleAgent(episode.reference_turns()))
+    fields.update(overrides)
+    return RunSpec(**fields)
+
+
+class AlwaysCalls:
+    """An agent that never stops calling add(n=1)."""
+
+    def begin(self, tools, memory_text):
+        self.memory_text = memory_text
+
+    def add_user(self, text, memory_text=""):
+        pass
+
+    def act(self):
+        return AgentReply(text="add", proposals=[Proposal(source="add(n=1)", name="add", arguments={"n": 1})])
+
+    def observe(self, proposals, outcome, hint=""):
+        self.last_hint = hint
+
+    def decompose_chat(self):
+        return None
+
+
+def test_oracle_run_writes_valid_successful_trajectories(tmp_path):
+    out = tmp_path / "run.jsonl"
+    summary = run_tasks(oracle_spec(CounterBenchmark()), CounterBenchmark().task_ids(), out, progress=False)
+    records = read_trajectories(out)
+    assert summary.finished == 6 and not summary.crashed
+    assert [r["task_id"] for r in records] == CounterBenchmark().task_ids()
+    for record in records:
+        turns = int(record["task_id"].split("_")[1])
+        assert record["success"] and record["status"] == "finished"
+        assert record["n_steps"] == 2 * turns  # one call step and one closing reply per turn
+        assert record["decoded_calls"] == [[["add(n=1)"]]] * turns
+
+
+def test_resume_skips_finished_tasks_and_drops_a_truncated_tail(tmp_path):
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:3], out, progress=False)
+    with open(out, "a") as handle:
+        handle.write('{"schema": "amd.trajectory/1", "task_id": "count_1_3", "ben')  # killed mid-write
+    started = []
+
+    def make_agent(episode):
+        started.append(episode.task_id)
+        return OracleAgent(episode.reference_turns())
+
+    summary = run_tasks(oracle_spec(benchmark, make_agent=make_agent), benchmark.task_ids(), out, progress=False)
+    ids = [r["task_id"] for r in read_trajectories(out)]
+    assert started == benchmark.task_ids()[3:]
+    assert summary.skipped == 3 and summary.finished == 3
+    assert ids == benchmark.task_ids()  # no duplicates, task order
+
+
+def test_a_crashing_task_is_not_written_and_the_run_goes_on(tmp_path):
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+
+    def flaky(episode):
+        if episode.task_id == "count_2_1":
+            raise RuntimeError("boom")
+        return OracleAgent(episode.reference_turns())
+
+    summary = run_tasks(oracle_spec(benchmark, make_agent=flaky), benchmark.task_ids(), out, progress=False)
+    assert summary.crashed == ["count_2_1"]
+    assert "count_2_1" not in {r["task_id"] for r in read_trajectories(out)}
+    retry = run_tasks(oracle_spec(benchmark), benchmark.task_ids(), out, progress=False)
+    assert retry.finished == 1 and [r["task_id"] for r in read_trajectories(out)] == benchmark.task_ids()
+
+
+def test_concurrent_run_keeps_task_order(tmp_path):
+    benchmark = CounterBenchmark(n_tasks=12)
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids(), out, concurrency=4, progress=False)
+    assert [r["task_id"] for r in read_trajectories(out)] == benchmark.task_ids()
+
+
+def test_a_different_run_in_the_same_file_is_refused(tmp_path):
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:1], out, progress=False)
+    other = oracle_spec(benchmark, memory_info={"config": "wf", "bank": "x"})
+    with pytest.raises(AmdError, match="different run"):
+        run_tasks(other, benchmark.task_ids(), out, progress=False)
+
+
+def test_step_limit_per_turn_force_quits_the_task():
+    episode = CounterBenchmark().start("count_2_0")
+    record = run_episode(AlwaysCalls(), episode, Limits(max_steps_per_turn=5, max_steps=40))
+    assert record["status"] == "step_limit" and not record["success"]
+    assert record["n_steps"] == 5 and len(record["turns"]) == 1
+
+
+def test_step_limit_per_task_counts_over_turns():
+    class CallOnceThenReply(AlwaysCalls):
+        def add_user(self, text, memory_text=""):
+            self.calls_left = 3
+
+        def act(self):
+            self.calls_left -= 1
+            return super().act() if self.calls_left >= 0 else AgentReply(text="done")
+
+    episode = CounterBenchmark().start("count_3_0")
+    record = run_episode(CallOnceThenReply(), episode, Limits(max_steps_per_turn=20, max_steps=6))
+    assert record["status"] == "step_limit" and record["n_steps"] == 6
+
+
+class RecordingMemory:
+    def __init__(self):
+        self.reactive_calls = []
+
+    def describe(self):
+        return {"config": "wf_st_fn", "bank": "fixture"}
+
+    def proactive(self, task_id, instruction, decompose):
+        assert decompose(instruction) == [instruction]  # oracle-like agents have no model to decompose
+        return "MEMORY BLOCK", [{"type": "workflow", "entry_id": "w1", "source_task_id": "other", "similarity": 0.9}]
+
+    def per_turn(self, task_id, user_message):
+        return "", []
+
+    def reactive(self, task_id, instruction, failing_functions):
+        self.reactive_calls.append(failing_functions)
+        return "HINT", [{"type": "function", "entry_id": "f1", "source_task_id": "other", "similarity": 0.5}]
+
+
+def test_memory_hooks_are_called_and_recorded():
+    class CallsBadThenStops(AlwaysCalls):
+        def act(self):
+            if getattr(self, "done", False):
+                return AgentReply(text="done")
+            self.done = True
+            return AgentReply(text="bad", proposals=[Proposal(source="sub(n=1)", name="sub", arguments={"n": 1})])
+
+    agent, memory = CallsBadThenStops(), RecordingMemory()
+    record = run_episode(agent, CounterBenchmark().start("count_1_0"), Limits(), memory)
+    assert agent.memory_text == "MEMORY BLOCK" and agent.last_hint == "HINT"
+    assert memory.reactive_calls == [["sub"]]
+    assert record["system_memory"][0]["entry_id"] == "w1"
+    assert record["turns"][0]["steps"][0]["injected_memory"][0]["entry_id"] == "f1"
+    assert record["turns"][0]["steps"][0]["error"] and not record["success"]
+
+
+def test_a_corrupt_line_in_the_middle_is_an_error_with_its_line_number(tmp_path):
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:2], out, progress=False)
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join([lines[0], "{not json", lines[1]]) + "\n")
+    with pytest.raises(AmdError, match=r"run.jsonl:2: corrupt trajectory line"):
+        read_trajectories(out)
+    record = json.loads(lines[0])
+    del record["success"]
+    out.write_text(json.dumps(record) + "\n")
+    with pytest.raises(AmdError, match=r":1: invalid trajectory.*success"):
+        read_trajectories(out)
