@@ -1,7 +1,8 @@
 """BFCL V3 multi-turn base (the `bfcl-eval` package's multi_turn_base set) behind the amd benchmark protocol.
 
-Agent actions run on backend instances this module owns, fresh per episode, after `bfcl_calls` has validated them;
-the package's own executor (which eval()s call text and caches instances in globals) never sees model text.
+Agent actions run on backend instances this module owns, fresh per episode, after `bfcl_calls` has validated
+them; the package's own executor (which eval()s call text and caches instances in globals) never sees model
+text.
 Scoring uses the package's official multi-turn checker on our canonical call strings.
 """
 
@@ -83,6 +84,8 @@ class BfclMultiTurn:
         return BfclEpisode(entry, self._data.ground_truth[task_id], docs)
 
     def _entry(self, task_id: str) -> dict:
+        if not isinstance(task_id, str):
+            raise AmdError(f"BFCL task id must be a string, got {task_id!r}")
         if task_id not in self._data.entries:
             raise AmdError(f"unknown BFCL task id {task_id!r}{did_you_mean(task_id, self._data.entries)}; "
                            f"known: {CATEGORY}_0..{CATEGORY}_{len(self._data.entries) - 1}")
@@ -128,7 +131,8 @@ class BfclEpisode:
                 try:
                     name, arguments = parse_call(source, self._docs)
                 except CallRejected as error:
-                    raise AmdError(f"{self.task_id}: ground-truth call {source!r} does not parse: {error}") from None
+                    raise AmdError(f"{self.task_id}: ground-truth call {source!r} does not parse: {error}") \
+                        from None
                 turn.append(Proposal(source=source, name=name, arguments=arguments))
             turns.append(turn)
         return turns
@@ -160,17 +164,18 @@ def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[lis
     """Run bfcl's multi_turn_checker and return its answer, JSON-safe.
 
     The checker eval()s every string it is given. It only ever receives canonical strings built by
-    `canonical_call` from validated literal values (see `bfcl_calls`): a plain function name and keyword arguments
-    whose values are Python literal reprs. Its rewrite of `name(` into `instance.name(` can only add identifier
-    characters, also inside string literals, so it cannot turn a literal into code.
+    `canonical_call` from validated literal values (see `bfcl_calls`): a plain function name and keyword
+    arguments whose values are Python literal reprs. Its rewrite of `name(` into `instance.name(` can only add
+    identifier characters, also inside string literals, so it cannot turn a literal into code.
     """
     checker = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
     utils = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
     model_name = f"amd_{uuid.uuid4().hex}"
     try:
         result = checker.multi_turn_checker(decoded, ground_truth, entry, CATEGORY, model_name)
-    except Exception as error:  # a checker crash fails the task instead of the run
-        result = {"valid": False, "error_type": "amd:checker_exception", "error_message": f"{type(error).__name__}: {error}"}
+    except Exception as error:  # noqa: BLE001 - a checker crash fails the task instead of the run
+        result = {"valid": False, "error_type": "amd:checker_exception",
+                  "error_message": f"{type(error).__name__}: {error}"}
     finally:
         cached = vars(utils)
         for key in [key for key in cached if model_name in key]:
@@ -181,8 +186,8 @@ def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[lis
 def rescore(record: dict) -> dict:
     """Re-run the official checker on a stored trajectory's decoded_calls; returns the checker's dict.
 
-    Stored strings are files, not trusted: each one is parsed again with the safe parser and rebuilt canonically
-    before the checker sees it.
+    Stored strings come from files and are not trusted: each one is parsed again with the safe parser and
+    rebuilt canonically before the checker sees it.
     """
     data = _dataset()
     task_id = record.get("task_id")
@@ -193,10 +198,10 @@ def rescore(record: dict) -> dict:
                        f"{data.version['sha256'][:12]}…; rescoring would compare against different tasks")
     docs = {doc["name"]: doc for name in entry["involved_classes"] for doc in data.class_docs[name]}
     ground_truth = data.ground_truth[task_id]
-    if len(record.get("decoded_calls", [])) > len(ground_truth):
-        raise AmdError(f"{task_id}: trajectory has {len(record['decoded_calls'])} turns, the task has {len(ground_truth)}")
-    decoded = [[[_recanonical(text, docs, task_id) for text in step] for step in turn]
-               for turn in record.get("decoded_calls", [])]
+    stored = record.get("decoded_calls", [])
+    if len(stored) > len(ground_truth):
+        raise AmdError(f"{task_id}: trajectory has {len(stored)} turns, the task has {len(ground_truth)}")
+    decoded = [[[_recanonical(text, docs, task_id) for text in step] for step in turn] for turn in stored]
     return official_check(entry, ground_truth, _padded(decoded, len(ground_truth)))
 
 
@@ -204,8 +209,8 @@ def openai_tool(doc: dict) -> dict:
     """A Gorilla tool doc as an OpenAI function tool (dict→object, float→number, tuple→array, any→untyped)."""
     parameters = _json_schema(doc.get("parameters", {"type": "dict", "properties": {}}))
     parameters.setdefault("properties", {})
-    return {"type": "function",
-            "function": {"name": doc["name"], "description": doc.get("description", ""), "parameters": parameters}}
+    function = {"name": doc["name"], "description": doc.get("description", ""), "parameters": parameters}
+    return {"type": "function", "function": function}
 
 
 def _json_schema(schema: dict) -> dict:
@@ -232,33 +237,34 @@ def _fresh_backends(entry: dict, class_docs: dict[str, list[dict]]) -> dict:
         backend_class = getattr(_import_bfcl(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
         instance = backend_class()
         if class_name not in config.STATELESS_CLASSES:
-            instance._load_scenario(copy.deepcopy(entry["initial_config"].get(class_name, {})), long_context=False)
+            initial_state = copy.deepcopy(entry["initial_config"].get(class_name, {}))
+            instance._load_scenario(initial_state, long_context=False)
         for doc in docs:
             method = getattr(instance, doc["name"], None)
             if not inspect.ismethod(method) or doc["name"].startswith("_"):
-                raise AmdError(f"bfcl backend {class_name} has no public method {doc['name']!r} named in its tool doc")
+                raise AmdError(f"bfcl backend {class_name} lacks the method {doc['name']!r} of its tool doc")
             methods[doc["name"]] = method
     return methods
 
 
 def _run(method, kwargs: dict) -> tuple[str, bool]:
-    """Call a backend method; the observation is formatted as the package's executor does. Returns (text, failed)."""
+    """Call a backend method; returns (observation formatted as the package's executor does, failed)."""
     try:
         result = method(**kwargs)
-    except Exception as error:
+        return _observation(result), isinstance(result, dict) and "error" in result
+    except Exception as error:  # noqa: BLE001 - like the package, any backend exception becomes an observation
         return f"Error during execution: {error}", True
-    failed = isinstance(result, dict) and "error" in result
-    try:
-        if isinstance(result, str):
-            return result, failed
-        if isinstance(result, dict):
-            try:
-                return json.dumps(result), failed
-            except (TypeError, ValueError):
-                return str(result), failed
-        return str(result), failed
-    except Exception as error:  # e.g. an integer too large to print
-        return f"Error during execution: {error}", True
+
+
+def _observation(result) -> str:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        try:
+            return json.dumps(result)
+        except (TypeError, ValueError):  # e.g. an object inside the dict
+            pass
+    return str(result)
 
 
 def _mark_failed(outcome: StepOutcome, name: str | None) -> None:

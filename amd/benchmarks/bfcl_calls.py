@@ -1,8 +1,8 @@
 """Safe reading of BFCL function calls: model text in, validated (name, keyword arguments) out, never code.
 
-A call is accepted only when it names a function of the episode's tool docs and every argument is a literal value
-(constants, lists, tuples, dicts, sets, signed numbers). Text is parsed with `ast` and walked node by node; nothing
-is ever evaluated. Positional arguments are mapped to keywords in the tool doc's parameter order.
+A call is accepted only when it names a function of the episode's tool docs and every argument is a literal
+value (constants, lists, tuples, dicts, sets, signed numbers). Text is parsed with `ast` and walked node by
+node; nothing is ever evaluated. Positional arguments are mapped to keywords in the tool doc's order.
 """
 
 import ast
@@ -19,7 +19,7 @@ class CallRejected(Exception):
 
 
 def parse_call(source: str, docs: dict[str, dict]) -> tuple[str, dict]:
-    """Parse `name(args...)` text into (name, kwargs), or raise CallRejected. `docs` maps function name → tool doc."""
+    """Parse `name(args...)` into (name, kwargs) or raise CallRejected; `docs`: function name → tool doc."""
     text = source.strip()
     if len(text) > MAX_SOURCE_CHARS:
         raise CallRejected(f"call text too long ({len(text)} characters, limit {MAX_SOURCE_CHARS})")
@@ -81,7 +81,7 @@ def _bind(name: str, doc: dict, positional: list, keywords: list[tuple[str, obje
     params = parameter_names(doc)
     if len(positional) > len(params):
         raise CallRejected(f"{name} takes at most {len(params)} arguments, got {len(positional)} positional")
-    kwargs = dict(zip(params, positional))
+    kwargs = dict(zip(params, positional, strict=False))  # fewer positionals than parameters is fine
     for key, value in keywords:
         if key not in params:
             from amd.errors import did_you_mean
