@@ -101,6 +101,11 @@ def test_refuses_bad_structured_calls(name, arguments, reason):
     assert reason in str(refused.value)
 
 
+def test_non_text_source_is_refused():
+    with pytest.raises(CallRejected, match="must be a string"):
+        parse_call(None, DOCS)
+
+
 def test_structured_call_without_arguments_is_an_empty_call():
     assert validate_arguments("ls", None, DOCS) == ("ls", {})
 

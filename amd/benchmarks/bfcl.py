@@ -153,8 +153,8 @@ class BfclEpisode:
             outcome.observations.append(json.dumps({"error": f"rejected call: {error}"}))
             _mark_failed(outcome, proposal.name if isinstance(proposal.name, str) else _called_name(proposal))
             return
-        observation, failed = _run(self._methods[name], kwargs)
         outcome.calls.append(ExecutedCall(name=name, arguments=kwargs, call=canonical_call(name, kwargs)))
+        observation, failed = _run(self._methods[name], copy.deepcopy(kwargs))  # backends may mutate args
         outcome.observations.append(observation)
         if failed:
             _mark_failed(outcome, name)

@@ -20,6 +20,8 @@ class CallRejected(Exception):
 
 def parse_call(source: str, docs: dict[str, dict]) -> tuple[str, dict]:
     """Parse `name(args...)` into (name, kwargs) or raise CallRejected; `docs`: function name → tool doc."""
+    if not isinstance(source, str):
+        raise CallRejected(f"call text must be a string, got {type(source).__name__}")
     text = source.strip()
     if len(text) > MAX_SOURCE_CHARS:
         raise CallRejected(f"call text too long ({len(text)} characters, limit {MAX_SOURCE_CHARS})")
