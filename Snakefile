@@ -1,0 +1,27 @@
+# Agent Memory Distillation (arXiv 2608.07169): teacher trajectories -> memory banks -> student runs -> scores
+# -> the paper's tables and figures. Every job is one `amd ...` call; config/config.yaml is the embedded
+# default, config/paper.yaml the paper's grid. The results layout is amd/analysis/layout.py.
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "schemas/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/teacher.smk"
+include: "rules/memory.smk"
+include: "rules/student.smk"
+include: "rules/score.smk"
+include: "rules/analysis.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,69 @@
+"""Where the pipeline puts each result, in one place.
+
+The Snakefile builds its output paths from these templates, and the analysis reads a run's cell (student, teacher,
+memory config, k, seed, ...) back from its path, so the two can never disagree. Names in a path are the short
+config names ([A-Za-z0-9_]+), never raw agent specs (those hold ':', '/', '@').
+"""
+
+import re
+from pathlib import Path
+
+NAME = r"[A-Za-z0-9_]+"
+MEMORY_TYPES = ("wf", "st", "fn")
+
+TEACHER_RUN = "results/{benchmark}/teacher-{teacher}/trajectories.jsonl"
+BANK_DIR = "results/{benchmark}/bank/{teacher}-{writer}-{embedder}-{representation}"
+BANK_FILES = ("manifest.json", "workflow.jsonl", "subtask.jsonl", "function.jsonl", "workflow.faiss", "subtask.faiss")
+ZERO_SHOT_RUN = "results/{benchmark}/student-{student}/zero_shot/seed{seed}/trajectories.jsonl"
+MEMORY_RUN = (
+    "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}-{representation}"
+    "/{memcfg}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
+)
+TABLE = "results/tables/{table}.{ext}"
+FIGURE = "results/{figure}.pdf"
+
+
+def _pattern(template: str) -> re.Pattern:
+    parts = re.split(r"\{(\w+)\}", template)
+    regex = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>{r'[0-9]+' if part == 'seed' else NAME})"
+        for i, part in enumerate(parts)
+    )
+    return re.compile(regex + "$")
+
+
+_RUN_PATTERNS = {
+    "teacher": _pattern(TEACHER_RUN),
+    "zero_shot": _pattern(ZERO_SHOT_RUN),
+    "memory": _pattern(MEMORY_RUN),
+}
+
+
+def format_k(k: dict, memory_types) -> str:
+    """{'wf': 1, 'st': 2, 'fn': 1} with types ('wf', 'st') -> 'wf1_st2' (only the types the config uses)."""
+    return "_".join(f"{t}{int(k[t])}" for t in MEMORY_TYPES if t in memory_types)
+
+
+def parse_k(text: str) -> dict:
+    """'wf1_st2' -> {'wf': 1, 'st': 2}."""
+    return {item[:2]: int(item[2:]) for item in text.split("_") if item}
+
+
+def describe_run(path) -> dict:
+    """The cell a run file belongs to, read from its path: role plus every name in the path.
+
+    A path outside the layout (a file a person made by hand) is described by its location only.
+    """
+    text = Path(path).as_posix()
+    for role, pattern in _RUN_PATTERNS.items():
+        match = pattern.search(text)
+        if match:
+            cell = {"role": role, **match.groupdict()}
+            if role == "zero_shot":
+                cell["memcfg"] = "zero_shot"
+            if "k" in cell:
+                cell["k"] = parse_k(cell["k"])
+            if "seed" in cell:
+                cell["seed"] = int(cell["seed"])
+            return cell
+    return {"role": "other", "path": text}

@@ -1,0 +1,50 @@
+# Stage 5: the paper's tables and figures, made from trajectory files beside the paper's own numbers.
+
+
+rule make_table:
+    message:
+        "table {wildcards.table}"
+    input:
+        runs=lambda wc: output_runs(wc.table),
+    output:
+        csv=report(
+            layout.TABLE.replace("{ext}", "csv"),
+            caption="../report/table.rst",
+            category="Tables",
+            labels={"table": "{table}", "format": "csv"},
+        ),
+        md=layout.TABLE.replace("{ext}", "md"),
+    log:
+        "results/logs/tables/{table}.log",
+    params:
+        note=quoted(config.get("note", "")),
+    threads: 1
+    conda:
+        "../environment.yml"
+    shell:
+        "amd table {wildcards.table} --runs {input.runs} --note {params.note}"
+        " --out {output.csv} {output.md} > {log} 2>&1"
+
+
+rule make_figure:
+    message:
+        "figure {wildcards.figure}"
+    input:
+        runs=lambda wc: output_runs(wc.figure),
+    output:
+        report(
+            layout.FIGURE,
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
+    log:
+        "results/logs/figures/{figure}.log",
+    params:
+        note=quoted(config.get("note", "")),
+    threads: 1
+    conda:
+        "../environment.yml"
+    shell:
+        "amd figure {wildcards.figure} --runs {input.runs} --note {params.note}"
+        " --out {output} > {log} 2>&1"

@@ -1,0 +1,32 @@
+# Stage 2: distil the teacher's successful trajectories into a memory bank (workflow, subtask and function
+# records) with its FAISS indexes, in one `amd memory build` call.
+
+
+rule build_memory:
+    message:
+        "memory bank {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
+    input:
+        trajectories=layout.TEACHER_RUN,
+    output:
+        [f"{layout.BANK_DIR}/{name}" for name in layout.BANK_FILES],
+    log:
+        log_path(layout.BANK_DIR + "/build.log"),
+    params:
+        bank=lambda wc: layout.BANK_DIR.format(**wc),
+        writer=lambda wc: quoted(config["writers"][wc.writer]["spec"]),
+        embedder=lambda wc: quoted(config["embedders"][wc.embedder]["spec"]),
+        representation=lambda wc: ",".join(
+            f"{t}={f}" for t, f in config["representations"][wc.representation].items()
+        ),
+    threads: 2
+    resources:
+        llm_api=lambda wc: sum(
+            model_resources(config[section][name]["spec"])["llm_api"]
+            for section, name in (("writers", wc.writer), ("embedders", wc.embedder))
+        ),
+    conda:
+        "../environment.yml"
+    shell:
+        "amd memory build --trajectories {input.trajectories} --writer {params.writer}"
+        " --embedder {params.embedder} --representation {params.representation}"
+        " --out {params.bank} > {log} 2>&1"

@@ -1,0 +1,19 @@
+# Stage 4: one score file per run (success rate, mean steps, tokens), re-computable from the trajectories.
+
+
+rule score_run:
+    message:
+        "score {input}"
+    input:
+        "results/{run}/trajectories.jsonl",
+    output:
+        "results/{run}/score.json",
+    log:
+        "results/logs/{run}/score.log",
+    wildcard_constraints:
+        run=r"[A-Za-z0-9_./-]+",
+    threads: 1
+    conda:
+        "../environment.yml"
+    shell:
+        "amd score {input} --json {output} > {log} 2>&1"
