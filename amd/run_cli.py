@@ -53,6 +53,8 @@ def select_tasks(all_ids: list[str], tasks: str | None, limit: int | None) -> li
 
 
 def _check_positive(args) -> None:
+    if args.max_retries < 0 or args.request_timeout <= 0 or args.retry_backoff < 0:
+        raise AmdError("--max-retries and --retry-backoff must be >= 0 and --request-timeout > 0")
     for flag in ("limit", "concurrency", "max_steps_per_turn", "max_steps", "max_tokens"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -89,7 +91,8 @@ def _agent_factory(args):
     from amd.llm import open_model
 
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    with open_model(args.agent, params) as model:
+    transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries, "backoff_s": args.retry_backoff}
+    with open_model(args.agent, {**params, **transport}) as model:
         info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
         yield (lambda episode: ModelAgent(model)), info, model.ledger
 

@@ -53,7 +53,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
     write_lock = threading.Lock()
     bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+               disable=not progress, file=sys.stderr, dynamic_ncols=True,
+               mininterval=0.2 if sys.stderr.isatty() else 15)  # logs get a line every 15 s, not per task
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)

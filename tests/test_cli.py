@@ -1,0 +1,68 @@
+"""The `amd` command line: real BFCL oracle runs, scoring, and one clear line for every kind of bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from amd.cli import main
+
+
+def run_amd(*argv, cwd=None):
+    """Run the CLI in a fresh process, as a user would, and return (exit code, stdout, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "amd.cli", *argv], capture_output=True, text=True, timeout=300,
+                          cwd=cwd)
+    return done.returncode, done.stdout, done.stderr
+
+
+def assert_one_line_error(code, stderr, *fragments):
+    assert code == 2
+    lines = [line for line in stderr.splitlines() if line.startswith("amd: error:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_oracle_run_and_score_on_real_bfcl_tasks(tmp_path, capsys):
+    out = tmp_path / "oracle.jsonl"
+    tasks = "multi_turn_base_0,multi_turn_base_104,multi_turn_base_199"
+    assert main(["run", "bfcl", "--agent", "oracle", "--tasks", tasks, "--out", str(out), "--no-progress"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in records] == tasks.split(",")
+    assert all(r["success"] and r["agent"]["kind"] == "oracle" for r in records)
+    assert main(["score", str(out), "--recheck", "--json", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "100.0" in printed and "agrees with every stored verdict" in printed
+    assert json.loads((tmp_path / "s.json").read_text())[0]["tasks"] == 3
+
+
+def test_limit_takes_the_first_tasks(tmp_path):
+    out = tmp_path / "o.jsonl"
+    assert main(["run", "bfcl", "--agent", "oracle", "--limit", "2", "--out", str(out), "--no-progress"]) == 0
+    assert [json.loads(line)["task_id"] for line in out.read_text().splitlines()] == \
+        ["multi_turn_base_0", "multi_turn_base_1"]
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["run", "bfcl_v9", "--agent", "oracle", "--out", "x.jsonl"], ["unknown benchmark 'bfcl_v9'", "bfcl"]),
+    (["run", "appworld", "--agent", "oracle", "--out", "x.jsonl"], ["'appworld' is declared", "APPWORLD_ROOT"]),
+    (["run", "bfcl", "--agent", "oracle", "--tasks", "multi_turn_base_999", "--out", "x.jsonl"],
+     ["unknown task id 'multi_turn_base_999'"]),
+    (["run", "bfcl", "--agent", "gpt9000", "--out", "x.jsonl", "--limit", "1"], ["gpt9000"]),
+    (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--memory-config", "wf"], ["needs --memory"]),
+    (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--memory-config", "wf", "--memory", "m",
+      "--k", "wf=one"], ["--k", "'wf=one'"]),
+    (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--limit", "0"], ["--limit must be at least 1"]),
+    (["score", "missing.jsonl"], ["missing.jsonl: no such trajectory file"]),
+])
+def test_bad_input_is_one_clear_line(tmp_path, argv, fragments):
+    code, _, stderr = run_amd(*argv, cwd=tmp_path)
+    assert_one_line_error(code, stderr, *fragments)
+
+
+def test_corrupt_trajectory_file_names_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": "amd.trajectory/1"}\n')
+    code, _, stderr = run_amd("score", str(bad))
+    assert_one_line_error(code, stderr, "bad.jsonl:1", "invalid trajectory")

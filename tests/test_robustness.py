@@ -1,0 +1,153 @@
+"""Faults, crashes and secrets, end to end through `amd run` on real BFCL tasks.
+
+The model is a scripted OpenAI-compatible server on 127.0.0.1 that answers each user turn with that turn's
+ground-truth calls (as a Python call list, through the text parser) and then closes the turn; its answers depend
+only on the conversation, so any two runs must agree task by task.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scripted_server import Fault, ScriptedServer
+
+from amd.benchmarks import get_benchmark
+
+TASKS = [f"multi_turn_base_{i}" for i in range(20)]
+OBSERVATION_PREFIX = "Results of your calls:"
+
+
+def ground_truth_answers(task_ids) -> dict:
+    """(first user turn, this user turn) -> the model answer that performs this turn's ground truth."""
+    benchmark, answers = get_benchmark("bfcl"), {}
+    for task_id in task_ids:
+        episode = benchmark.start(task_id)
+        reference = episode.reference_turns()
+        turn_index = 0
+        while (user := episode.next_user_message(None)) is not None:
+            calls = [proposal.source for proposal in reference[turn_index]]
+            answers[(episode.instruction, user)] = f"[{', '.join(calls)}]" if calls else "Nothing to do."
+            turn_index += 1
+    return answers
+
+
+def oracle_model(answers: dict):
+    def respond(request):
+        messages = request["messages"]
+        first_user = next(m["content"] for m in messages if m["role"] == "user")
+        last = messages[-1]["content"]
+        if last.startswith(OBSERVATION_PREFIX):
+            return "Done."
+        return answers[(first_user, last)]
+
+    return respond
+
+
+def flaky(respond, rate: float, seed: int):
+    """Answer `rate` of requests with a fault: 429 (Retry-After), 500, timeout, garbage body, dropped connection."""
+    rng, faults = random.Random(seed), [Fault(status=429, retry_after="0"), Fault(status=500), Fault(delay_s=1.5),
+                                        Fault(body="<html>bad gateway</html>", content_type="text/html"),
+                                        Fault(body='{"choices": []}'), Fault(drop=True)]
+
+    def maybe_fault(request):
+        return rng.choice(faults) if rng.random() < rate else respond(request)
+
+    return maybe_fault
+
+
+def amd_run(url: str, out: Path, cache: Path, *extra, background=False, env_extra=None):
+    argv = [sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", f"vllm:scripted@{url}",
+            "--tasks", ",".join(TASKS), "--out", str(out), "--request-timeout", "1", "--retry-backoff", "0.05",
+            "--max-retries", "8", *extra]
+    env = {**os.environ, "AMD_CACHE_DIR": str(cache), **(env_extra or {})}
+    if background:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def verdicts(path: Path) -> dict:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(records) == len({r["task_id"] for r in records}), "a task was written twice"
+    return {r["task_id"]: (r["success"], r["decoded_calls"]) for r in records}
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return ground_truth_answers(TASKS)
+
+
+@pytest.fixture(scope="module")
+def reference_run(answers, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reference")
+    with ScriptedServer(oracle_model(answers)) as server:
+        amd_run(server.url, tmp / "run.jsonl", tmp / "cache", "--concurrency", "4")
+        assert len(server.chat_requests()) > 0
+    result = verdicts(tmp / "run.jsonl")
+    assert sorted(result) == sorted(TASKS)
+    assert sum(success for success, _ in result.values()) >= 15  # the scripted model replays ground truth
+    return result
+
+
+def test_faulty_server_gives_the_same_verdicts_and_calls(answers, reference_run, tmp_path):
+    with ScriptedServer(flaky(oracle_model(answers), rate=0.2, seed=7)) as server:
+        amd_run(server.url, tmp_path / "run.jsonl", tmp_path / "cache", "--concurrency", "4")
+        sent = len(server.chat_requests())
+    assert verdicts(tmp_path / "run.jsonl") == reference_run
+    assert sent > len(reference_run)  # faults were really injected and retried
+
+
+def test_rerun_of_a_finished_run_makes_no_model_request(answers, tmp_path):
+    out, cache = tmp_path / "run.jsonl", tmp_path / "cache"
+    with ScriptedServer(oracle_model(answers)) as server:
+        amd_run(server.url, out, cache)
+        first = len(server.chat_requests())
+        out.unlink()  # even with the output gone, the response cache answers everything
+        amd_run(server.url, out, cache)
+        assert first > 0 and len(server.chat_requests()) == first
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["model_requests"] == 0 for r in records) and len(records) == len(TASKS)
+
+
+def test_sigkill_then_rerun_completes_without_duplicates(answers, reference_run, tmp_path):
+    out, cache = tmp_path / "run.jsonl", tmp_path / "cache"
+    with ScriptedServer(oracle_model(answers), latency_s=0.05) as server:
+        process = amd_run(server.url, out, cache, "--concurrency", "2", background=True)
+        deadline = time.monotonic() + 120
+        kill_after = random.Random().randint(2, 12)  # a random point, after some tasks were written
+        while time.monotonic() < deadline and process.poll() is None:
+            if out.exists() and len(out.read_text().splitlines()) >= kill_after:
+                break
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        written = len(out.read_text().splitlines())
+        assert 0 < written < len(TASKS), "the kill did not land mid-run"
+        amd_run(server.url, out, cache, "--concurrency", "2")
+    assert verdicts(out) == reference_run
+
+
+def test_api_key_never_lands_on_disk(answers, tmp_path):
+    sentinel = "sk-SENTINEL-" + "7" * 40
+    out, cache, log = tmp_path / "run.jsonl", tmp_path / "cache", tmp_path / "run.log"
+    with ScriptedServer(oracle_model(answers)) as server:
+        argv = [sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", "openai:scripted-model",
+                "--tasks", ",".join(TASKS[:3]), "--out", str(out)]
+        env = {**os.environ, "AMD_CACHE_DIR": str(cache), "OPENAI_API_KEY": sentinel,
+               "OPENAI_BASE_URL": server.url}
+        with open(log, "w") as handle:
+            subprocess.run(argv, env=env, stdout=handle, stderr=subprocess.STDOUT, timeout=300, check=True)
+        sent_headers = [{k.lower(): v for k, v in r.headers.items()}.get("authorization", "")
+                        for r in server.chat_requests()]
+    assert sent_headers and all(sentinel in header for header in sent_headers)  # the key was really used
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert out in written and any(cache in path.parents for path in written)
+    for path in written:
+        assert sentinel.encode() not in path.read_bytes(), f"API key found in {path}"
