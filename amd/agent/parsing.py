@@ -1,0 +1,125 @@
+"""Turn a model reply into call proposals, without ever evaluating model text.
+
+Native tool calls win. Otherwise the text is read for, in order:
+- JSON: an object {"name": ..., "arguments": {...}} ("parameters" also accepted), a list of such objects, bare or
+  inside ```json fences (several fences allowed);
+- Python call syntax: `[f(a=1), g(b='x')]` or a line `f(a=1)`; `ast` only splits the source into calls, the
+  environment parses and validates each call's source itself.
+An item counts as a call only when it carries arguments. Small models echo the tool docs
+({"name", "description", "parameters": {"type", "properties"}}) or report {"name", "result"}: those are not calls.
+"""
+
+import ast
+import json
+import re
+
+from amd.benchmarks.base import Proposal
+
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+JSON_START = re.compile(r"[\[{]")
+SCHEMA_TYPES = {"dict", "object"}
+
+
+def parse_reply(text: str, tool_calls: list[dict]) -> list[Proposal]:
+    if tool_calls:
+        return [_native_call(call) for call in tool_calls]
+    text = text or ""
+    fenced = [call for m in FENCE.finditer(text) for call in _calls_in_block(m.group(2))]
+    return fenced or _calls_in_block(text)
+
+
+def _native_call(call: dict) -> Proposal:
+    name, raw = call.get("name"), call.get("arguments") or "{}"
+    source = json.dumps({"name": name, "arguments": raw}, ensure_ascii=False)
+    return Proposal(source=source, name=name, arguments=_arguments_dict(raw))
+
+
+def _calls_in_block(block: str) -> list[Proposal]:
+    return _json_calls(block) or _python_calls(block)
+
+
+# --- JSON -------------------------------------------------------------------------------------------------------
+
+def _json_values(text: str):
+    """Every JSON object or list embedded in the text, left to right, not overlapping."""
+    decoder, i = json.JSONDecoder(), 0
+    while (match := JSON_START.search(text, i)) is not None:
+        try:
+            value, end = decoder.raw_decode(text, match.start())
+        except ValueError:
+            i = match.start() + 1
+            continue
+        yield value
+        i = end
+
+
+def _json_calls(text: str) -> list[Proposal]:
+    calls = []
+    for value in _json_values(text):
+        for item in value if isinstance(value, list) else [value]:
+            if (proposal := _json_call(item)) is not None:
+                calls.append(proposal)
+    return calls
+
+
+def _json_call(item) -> Proposal | None:
+    if not isinstance(item, dict):
+        return None
+    if "name" not in item and isinstance(item.get("function"), dict):  # {"type": "function", "function": {...}}
+        item = item["function"]
+    name = item.get("name")
+    if not isinstance(name, str) or not name or "result" in item:
+        return None
+    if "arguments" in item:
+        arguments = item["arguments"]
+    elif "parameters" in item:
+        arguments = item["parameters"]
+    else:
+        return None
+    if _is_schema(arguments):
+        return None  # an echoed tool doc, not a call
+    source = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return Proposal(source=source, name=name, arguments=_arguments_dict(arguments))
+
+
+def _is_schema(value) -> bool:
+    return isinstance(value, dict) and value.get("type") in SCHEMA_TYPES and isinstance(value.get("properties"), dict)
+
+
+def _arguments_dict(arguments) -> dict | None:
+    """A dict of arguments, decoding a JSON string; None (refused by the environment) for anything else."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    return arguments if isinstance(arguments, dict) else None
+
+
+# --- Python call syntax -------------------------------------------------------------------------------------------
+
+def _python_calls(text: str) -> list[Proposal]:
+    whole = _call_list(text.strip())
+    if whole is not None:
+        return whole
+    return [call for line in text.splitlines() for call in _call_list(line.strip()) or []]
+
+
+def _call_list(source: str) -> list[Proposal] | None:
+    """The calls of `f(...)` or `[f(...), g(...)]` as source segments; None when `source` is anything else."""
+    if not source:
+        return None
+    try:
+        node = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    if not items or not all(isinstance(n, ast.Call) and _is_dotted_name(n.func) for n in items):
+        return None
+    return [Proposal(source=ast.get_source_segment(source, n)) for n in items]
+
+
+def _is_dotted_name(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)

@@ -1,0 +1,46 @@
+"""The model layer: `open_model(spec, params)` gives a ChatModel (a context manager) whose `chat` returns a
+ChatReply. Specs are described in amd.llm.specs; params in amd.llm.client (sampling vs transport)."""
+
+import os
+
+import openai
+
+from amd.errors import AmdError
+from amd.llm.base import ChatReply, TokenLedger
+from amd.llm.client import ChatModel, resolve_params
+from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
+
+__all__ = ["open_model", "ChatModel", "ChatReply", "TokenLedger"]
+
+QWEN3_NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+def open_model(spec: str, params: dict | None = None) -> ChatModel:
+    parsed = parse_spec(spec)
+    params = resolve_params(params)
+    common = {"spec": spec, "model": parsed.model, "params": params}
+    if parsed.kind == "openai":
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise AmdError(f"{spec} needs OPENAI_API_KEY")
+        # max_completion_tokens: newer OpenAI models refuse max_tokens.
+        return ChatModel(**common, identity=spec, client=openai.OpenAI(max_retries=0), native_tools=True,
+                         token_field="max_completion_tokens")
+    if parsed.kind == "vllm":
+        client = openai.OpenAI(api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url,
+                               max_retries=0)
+        return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
+                         extra_body=QWEN3_NO_THINKING if parsed.is_qwen3 else None)
+    return _open_local(parsed.model, common)
+
+
+def _open_local(name: str, common: dict) -> ChatModel:
+    from amd.llm.local import DEFAULT_N_CTX, LocalServer, gguf_path
+
+    weights = LOCAL_WEIGHTS[name]
+    params = common["params"]
+    server = LocalServer(gguf_path(weights), alias=name, n_ctx=int(params.get("n_ctx") or DEFAULT_N_CTX),
+                         threads=params.get("threads"))
+    client = openai.OpenAI(api_key="local", base_url=server.base_url, max_retries=0)
+    # These models never fill tool_calls here: the prompt carries the tool docs, the text parser reads calls.
+    return ChatModel(**common, identity=f"local:{name}@sha256:{weights.sha256}", client=client,
+                     native_tools=False, on_close=server.stop)

@@ -1,0 +1,188 @@
+"""ChatModel: one `chat` call through the openai SDK, with a persistent response cache, counted retries and a
+token ledger. Server faults never raise out of `chat`; they end in `ChatReply(error=...)`."""
+
+import email.utils
+import logging
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from amd.errors import AmdError
+from amd.llm.base import ChatReply, TokenLedger
+from amd.llm.cache import ResponseCache, request_key
+from amd.paths import cache_dir
+
+log = logging.getLogger("amd.llm")
+
+# What the model sees: part of the cache key. A value of None means "do not send it".
+SAMPLING_DEFAULTS = {"temperature": 0, "max_tokens": 512, "seed": 0, "top_p": None}
+# How we talk to the server: never part of the cache key.
+TRANSPORT_DEFAULTS = {"max_retries": 6, "backoff_s": 1.0, "max_wait_s": 60.0, "timeout_s": 600.0, "cache": True}
+# Settings of the embedded server (local: specs only).
+LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+def resolve_params(params: dict | None) -> dict:
+    params = dict(params or {})
+    unknown = set(params) - set(SAMPLING_DEFAULTS) - set(TRANSPORT_DEFAULTS) - LOCAL_SERVER_PARAMS
+    if unknown:
+        known = sorted({*SAMPLING_DEFAULTS, *TRANSPORT_DEFAULTS, *LOCAL_SERVER_PARAMS})
+        raise AmdError(f"unknown model parameter(s) {sorted(unknown)}; known: {', '.join(known)}")
+    return {**SAMPLING_DEFAULTS, **TRANSPORT_DEFAULTS, **params}
+
+
+@dataclass
+class _Failure:
+    reason: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+class ChatModel:
+    """A model behind an OpenAI-compatible endpoint. Use as a context manager; `chat` is thread-safe."""
+
+    def __init__(self, *, spec: str, model: str, identity: str, client: openai.OpenAI, params: dict,
+                 native_tools: bool, extra_body: dict | None = None, token_field: str = "max_tokens",
+                 on_close=None):
+        self.spec = spec
+        self.model = model
+        self.identity = identity  # names the weights in the cache key; no host, port or key
+        self.params = params
+        self.native_tools = native_tools  # False: tools are not sent, the prompt carries their docs
+        self.ledger = TokenLedger()
+        self._client = client
+        self._extra_body = extra_body
+        self._token_field = token_field
+        self._on_close = on_close
+        self._ledger_lock = threading.Lock()
+        self._cache = ResponseCache(cache_dir("responses")) if params["cache"] else None
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+        if self._on_close:
+            self._on_close()
+            self._on_close = None
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+        sent_tools = tools if tools and self.native_tools else None
+        sampling = {k: self.params[k] for k in SAMPLING_DEFAULTS if self.params[k] is not None}
+        key_inputs = {"model": self.identity, "messages": messages, "tools": sent_tools, "sampling": sampling,
+                      "extra_body": self._extra_body}
+        key = request_key(key_inputs)
+        reply = self._cached(key)
+        if reply is None:
+            reply = self._request(self._request_args(messages, sent_tools, sampling))
+            if self._cache and reply.error is None:
+                self._cache.put(key, key_inputs, _storable(reply))
+        with self._ledger_lock:
+            self.ledger.add(reply)
+        return reply
+
+    def _cached(self, key: str) -> ChatReply | None:
+        stored = self._cache.get(key) if self._cache else None
+        return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
+
+    def _request_args(self, messages, tools, sampling) -> dict:
+        args = {"model": self.model, "messages": messages, "timeout": self.params["timeout_s"]}
+        for name, value in sampling.items():
+            args[self._token_field if name == "max_tokens" else name] = value
+        if tools:
+            args["tools"] = tools
+        if self._extra_body:
+            args["extra_body"] = self._extra_body
+        return args
+
+    def _request(self, args: dict) -> ChatReply:
+        """Send with counted retries: 429/5xx/timeouts/dropped connections/malformed bodies are retried."""
+        max_retries = int(self.params["max_retries"])
+        for attempt in range(max_retries + 1):
+            outcome = self._attempt(args)
+            if isinstance(outcome, ChatReply):
+                outcome.requests = attempt + 1
+                return outcome
+            if not outcome.retryable or attempt == max_retries:
+                break
+            wait = self._wait_s(attempt, outcome.retry_after)
+            log.warning("%s: %s; retry %d/%d in %.1f s", self.spec, outcome.reason, attempt + 1, max_retries, wait)
+            time.sleep(wait)
+        return ChatReply(text="", requests=attempt + 1, error=outcome.reason)
+
+    def _attempt(self, args: dict) -> ChatReply | _Failure:
+        try:
+            return _to_reply(self._client.chat.completions.create(**args))
+        except openai.APITimeoutError:
+            return _Failure(f"no reply from {self.base_url} within {args['timeout']} s", True)
+        except openai.APIConnectionError as e:
+            return _Failure(f"cannot reach {self.base_url}: {e.__cause__ or e}", True)
+        except openai.APIStatusError as e:
+            status = e.status_code
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            return _Failure(f"HTTP {status} from {self.base_url}: {_short(e.message)}", retryable,
+                            _retry_after_s(e.response.headers))
+        except Exception as e:  # a body the SDK could not parse
+            return _Failure(f"malformed response from {self.base_url}: {type(e).__name__}: {_short(str(e))}", True)
+
+    def _wait_s(self, attempt: int, retry_after: float | None) -> float:
+        cap = float(self.params["max_wait_s"])
+        if retry_after is not None:
+            return min(retry_after, cap)
+        return min(cap, float(self.params["backoff_s"]) * 2**attempt) * random.uniform(0.5, 1.5)
+
+
+def _to_reply(completion) -> ChatReply | _Failure:
+    choices = getattr(completion, "choices", None) if isinstance(completion, ChatCompletion) else None
+    if not choices:
+        return _Failure("malformed response: no choices", True)
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        return _Failure("malformed response: choice without a message", True)
+    content = getattr(message, "content", None)
+    tool_calls = [{"name": call.function.name, "arguments": call.function.arguments or ""}
+                  for call in getattr(message, "tool_calls", None) or [] if getattr(call, "function", None)]
+    usage = getattr(completion, "usage", None)
+    return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
+                     prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                     completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+
+
+def _storable(reply: ChatReply) -> dict:
+    stored = asdict(reply)
+    for transient in ("cached", "requests", "error"):
+        stored.pop(transient)
+    return stored
+
+
+def _retry_after_s(headers) -> float | None:
+    """Seconds the server asked us to wait: retry-after-ms, or retry-after as seconds or an HTTP date."""
+    try:
+        if ms := headers.get("retry-after-ms"):
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."

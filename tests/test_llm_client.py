@@ -1,0 +1,204 @@
+"""ChatModel against a real HTTP test double: cache, retries, faults, concurrency, secrets."""
+
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+from scripted_server import Fault, ScriptedServer, ToolCalls, script
+
+from amd.errors import AmdError
+from amd.llm import open_model
+from amd.llm.client import ChatModel, resolve_params
+from amd.llm.local import free_port
+
+FAST = {"backoff_s": 0.001, "max_retries": 3, "timeout_s": 5}
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture(autouse=True)
+def cache_root(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("AMD_CACHE_DIR", str(root))
+    return root
+
+
+def vllm(server, model="test-model", **params):
+    return open_model(f"vllm:{model}@{server.url}", {**FAST, **params})
+
+
+def test_second_identical_chat_is_served_from_cache_without_a_request():
+    with ScriptedServer() as server, vllm(server) as model:
+        first = model.chat(HELLO)
+        second = model.chat(HELLO)
+    assert len(server.chat_requests()) == 1
+    assert (first.cached, first.requests, second.cached, second.requests) == (False, 1, True, 0)
+    assert second.text == first.text == "echo: hello"
+    assert (second.prompt_tokens, second.completion_tokens) == (first.prompt_tokens, first.completion_tokens) != (0, 0)
+    assert (model.ledger.requests, model.ledger.cache_hits) == (1, 1)
+
+
+def test_cache_survives_a_new_model_object_and_another_server_port():
+    with ScriptedServer() as a, vllm(a) as model:
+        model.chat(HELLO)
+    with ScriptedServer() as b, vllm(b, timeout_s=9, max_retries=1, backoff_s=0.5) as model:
+        reply = model.chat(HELLO)
+    assert reply.cached and not b.chat_requests()
+
+
+@pytest.mark.parametrize("change", [
+    {"messages": [{"role": "user", "content": "hello!"}]},
+    {"params": {"temperature": 0.7}},
+    {"params": {"seed": 1}},
+    {"params": {"max_tokens": 64}},
+    {"params": {"top_p": 0.9}},
+    {"model": "other-model"},
+])
+def test_cache_key_changes_with_what_determines_the_answer(change):
+    with ScriptedServer() as server:
+        with vllm(server) as model:
+            model.chat(HELLO)
+        with vllm(server, change.get("model", "test-model"), **change.get("params", {})) as model:
+            reply = model.chat(change.get("messages", HELLO))
+    assert not reply.cached and len(server.chat_requests()) == 2
+
+
+def test_cache_off_always_asks():
+    with ScriptedServer() as server, vllm(server, cache=False) as model:
+        replies = [model.chat(HELLO) for _ in range(2)]
+    assert [r.cached for r in replies] == [False, False] and len(server.chat_requests()) == 2
+
+
+def test_defaults_and_sampling_params_reach_the_server():
+    with ScriptedServer() as server, vllm(server, top_p=0.5) as model:
+        model.chat(HELLO)
+    body = server.chat_requests()[0].body
+    assert (body["temperature"], body["max_tokens"], body["seed"], body["top_p"]) == (0, 512, 0, 0.5)
+    assert "chat_template_kwargs" not in body and "tools" not in body
+
+
+@pytest.mark.parametrize("fault", [
+    Fault(status=500),
+    Fault(status=503),
+    Fault(status=429),
+    Fault(drop=True),
+    Fault(body="this is not json {"),
+    Fault(body="<html>oops</html>", content_type="text/html"),
+    Fault(body='{"object": "chat.completion"}'),
+    Fault(body='{"choices": [{"index": 0}]}'),
+], ids=["500", "503", "429", "drop", "garbage", "html", "no-choices", "no-message"])
+def test_faults_are_retried_until_a_good_reply(fault):
+    with ScriptedServer(script(fault, fault, "done")) as server, vllm(server) as model:
+        reply = model.chat(HELLO)
+    assert (reply.text, reply.error, reply.requests) == ("done", None, 3)
+    assert len(server.chat_requests()) == 3
+
+
+def test_timeout_is_retried():
+    with ScriptedServer(script(Fault(delay_s=1.5), "done")) as server, vllm(server, timeout_s=0.3) as model:
+        reply = model.chat(HELLO)
+    assert (reply.text, reply.requests) == ("done", 2)
+
+
+def test_retry_after_is_honoured():
+    with ScriptedServer(script(Fault(status=429, retry_after="1"), "done")) as server, vllm(server) as model:
+        start = time.monotonic()
+        reply = model.chat(HELLO)
+        waited = time.monotonic() - start
+    assert reply.text == "done" and waited >= 0.95
+
+
+def test_giving_up_returns_an_error_reply_that_is_not_cached():
+    with ScriptedServer(script(Fault(status=503))) as server, vllm(server, max_retries=2) as model:
+        first = model.chat(HELLO)
+        second = model.chat(HELLO)
+    assert first.error.startswith("HTTP 503") and first.text == "" and first.requests == 3
+    assert not second.cached and second.requests == 3 and len(server.chat_requests()) == 6
+    assert (model.ledger.failures, model.ledger.requests) == (2, 6)
+
+
+def test_client_errors_are_not_retried():
+    with ScriptedServer(script(Fault(status=400))) as server, vllm(server) as model:
+        reply = model.chat(HELLO)
+    assert reply.error.startswith("HTTP 400") and reply.requests == 1
+
+
+def test_unreachable_server_ends_in_an_error_reply():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with open_model(f"vllm:m@{url}", {**FAST, "max_retries": 2}) as model:
+        reply = model.chat(HELLO)
+    assert reply.error.startswith(f"cannot reach {url}") and reply.requests == 3
+
+
+def test_eight_threads_chat_concurrently():
+    with ScriptedServer(latency_s=0.3, capacity=8) as server, vllm(server) as model:
+        replies = [None] * 8
+
+        def ask(i):
+            replies[i] = model.chat([{"role": "user", "content": f"q{i}"}])
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - start
+    assert [r.text for r in replies] == [f"echo: q{i}" for i in range(8)]
+    assert server.max_in_flight > 1 and elapsed < 8 * 0.3
+    assert model.ledger.requests == 8 and model.ledger.prompt_tokens == sum(r.prompt_tokens for r in replies)
+
+
+def test_qwen3_on_vllm_gets_thinking_switched_off():
+    with ScriptedServer() as server, vllm(server, "Qwen/Qwen3-8B") as model:
+        model.chat(HELLO)
+    body = server.chat_requests()[0].body
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["model"] == "Qwen/Qwen3-8B"
+
+
+def test_native_tools_are_sent_and_tool_calls_returned():
+    tools = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+    calls = [{"name": "ls", "arguments": '{"a": true}'}]
+    with ScriptedServer(script(ToolCalls(calls))) as server, vllm(server) as model:
+        reply = model.chat(HELLO, tools)
+        assert model.native_tools
+    assert server.chat_requests()[0].body["tools"] == tools
+    assert reply.tool_calls == calls and reply.text == ""
+
+
+def test_a_model_without_native_tools_does_not_send_them():
+    tools = [{"type": "function", "function": {"name": "ls", "parameters": {}}}]
+    with ScriptedServer() as server:
+        client = openai.OpenAI(api_key="x", base_url=server.url, max_retries=0)
+        with ChatModel(spec="local:test", model="m", identity="local:test", client=client,
+                       params=resolve_params(FAST), native_tools=False) as model:
+            model.chat(HELLO, tools)
+    assert "tools" not in server.chat_requests()[0].body
+
+
+def test_api_key_is_sent_but_never_written(monkeypatch, cache_root, caplog):
+    sentinel = "sk-SENTINEL-4b1d0c7e"
+    with ScriptedServer(script(Fault(status=500), "ok")) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", sentinel)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        with caplog.at_level("DEBUG"), open_model("openai:gpt-test", FAST) as model:
+            model.chat(HELLO)
+            assert model.chat(HELLO).cached
+    first = server.chat_requests()[0]
+    assert first.headers["authorization"] == f"Bearer {sentinel}"
+    assert "max_completion_tokens" in first.body and "max_tokens" not in first.body
+    files = [p for p in Path(cache_root).rglob("*") if p.is_file()]
+    assert files and not any(sentinel.encode() in p.read_bytes() for p in files)
+    assert sentinel not in caplog.text
+
+
+def test_openai_without_a_key_is_a_one_line_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(AmdError, match=r"^openai:gpt-4o needs OPENAI_API_KEY$"):
+        open_model("openai:gpt-4o")
+
+
+def test_unknown_parameter_is_named():
+    with pytest.raises(AmdError, match="temprature"):
+        open_model("vllm:m@http://127.0.0.1:1/v1", {"temprature": 0})
