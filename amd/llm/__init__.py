@@ -10,7 +10,7 @@ from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.client import ChatModel, resolve_params
 from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
 
-__all__ = ["open_model", "ChatModel", "ChatReply", "TokenLedger"]
+__all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model"]
 
 QWEN3_NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 

@@ -134,7 +134,7 @@ class ChatModel:
             retryable = status in RETRYABLE_STATUS or status >= 500
             return _Failure(f"HTTP {status} from {self.base_url}: {_short(e.message)}", retryable,
                             _retry_after_s(e.response.headers))
-        except Exception as e:  # a body the SDK could not parse
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError, LookupError) as e:  # an unparsable body
             return _Failure(f"malformed response from {self.base_url}: {type(e).__name__}: {_short(str(e))}", True)
 
     def _wait_s(self, attempt: int, retry_after: float | None) -> float:
