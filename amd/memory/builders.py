@@ -1,0 +1,109 @@
+"""Builders: successful trajectories -> workflow, subtask and function entries (paper Section 3.2).
+
+Entry ids are `{type}:{task_id}:{n}` (n counts from 0 within the task), stable across rebuilds of the same
+trajectories. Every entry carries `source_task_id` for the leakage protocols.
+"""
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from amd.memory import writers
+from amd.memory.apps import app_and_doc, qualified_name
+from amd.memory.placeholders import audit_insight
+from amd.memory.steps import (
+    call_example_code,
+    call_example_prose,
+    render_steps_code,
+    render_steps_prose,
+    steps_of,
+)
+
+log = logging.getLogger("amd.memory")
+
+
+@dataclass
+class BuildResult:
+    workflow: list[dict] = field(default_factory=list)
+    subtask: list[dict] = field(default_factory=list)
+    function: list[dict] = field(default_factory=list)
+    audit: Counter = field(default_factory=Counter)  # insights repaired / rejected, values replaced, fallbacks
+
+
+def successful(records: list[dict]) -> list[dict]:
+    """Successful records only, first one per task id (later duplicates are logged and skipped)."""
+    kept, seen = [], set()
+    for record in records:
+        if record["success"] is not True:
+            continue
+        if record["task_id"] in seen:
+            log.info("%s: skipped a second successful trajectory of the same task", record["task_id"])
+            continue
+        seen.add(record["task_id"])
+        kept.append(record)
+    return kept
+
+
+def build_entries(record: dict, chat=None, result: BuildResult | None = None) -> BuildResult:
+    """All entries of one successful record. `chat` (messages -> ChatReply) selects the model writer."""
+    result = result or BuildResult()
+    steps = steps_of(record)
+    workflow = workflow_entry(record, steps, chat, result.audit)
+    if workflow:
+        result.workflow.append(workflow)
+    result.subtask.extend(subtask_entries(record, steps, chat))
+    result.function.extend(function_entries(record, steps))
+    return result
+
+
+def workflow_entry(record: dict, steps, chat, audit: Counter) -> dict | None:
+    benchmark, task_id = record["benchmark"], record["task_id"]
+    calls = [call for _, call, _ in writers.executed_calls(steps)]
+    if not calls:
+        return None
+    insight = writers.model_workflow(chat, record["instruction"], benchmark, steps) if chat else None
+    if chat and insight is None:
+        audit["writer_fallbacks"] += 1
+    insight = insight or writers.rules_workflow(benchmark, steps)
+    names = list(dict.fromkeys(qualified_name(benchmark, call["name"]) for call in calls))
+    checked = audit_insight(insight, calls, names)
+    audit["values_replaced"] += checked.repaired
+    audit["insights_repaired"] += int(checked.repaired > 0 and not checked.rejected)
+    if checked.rejected:
+        audit["insights_rejected"] += 1
+        log.warning("%s: workflow insight rejected by the placeholder audit: %s", task_id, checked.reason)
+        return None
+    return {"id": f"workflow:{task_id}:0", "type": "workflow", "source_task_id": task_id,
+            "query": record["instruction"], "insight": checked.text,
+            "code": writers.workflow_code(benchmark, steps)}
+
+
+def subtask_entries(record: dict, steps, chat) -> list[dict]:
+    if not steps:
+        return []
+    benchmark, task_id = record["benchmark"], record["task_id"]
+    segments = (writers.model_segments(chat, benchmark, steps, task_id) if chat
+                else writers.rules_segments(benchmark, steps))
+    entries = []
+    for n, segment in enumerate(segments):
+        part = steps[segment["start_step"]: segment["end_step"] + 1]
+        entries.append({"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id,
+                        **segment, "code": render_steps_code(part), "prose": render_steps_prose(part)})
+    return entries
+
+
+def function_entries(record: dict, steps) -> list[dict]:
+    """One entry per executed call: the call with the user turn and the preceding step as context."""
+    benchmark, task_id = record["benchmark"], record["task_id"]
+    entries = []
+    for step in steps:
+        previous = steps[step.index - 1] if step.index > 0 and not step.first_of_turn else None
+        for call, observation in step.call_observations():
+            app, doc = app_and_doc(benchmark, call["name"])
+            entries.append({
+                "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
+                "name": call["name"], "app": app, "call": call["call"], "observation": observation,
+                "code": call_example_code(step.user, previous, call, observation),
+                "prose": call_example_prose(step.user, previous, call, observation),
+                "doc": doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
+    return entries

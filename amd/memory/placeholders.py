@@ -1,0 +1,118 @@
+"""Typed placeholders for concrete values, and the audit that keeps a trajectory's values out of its insight.
+
+The audit collects the concrete argument values of a trajectory's calls (strings of 3+ characters, numbers with
+2+ digits, found recursively in lists and dicts), replaces any that survive in the insight by their typed
+placeholder, and rejects an insight that the repair leaves unusable (over the word limit, or naming no function).
+"""
+
+import re
+from dataclasses import dataclass
+
+MAX_INSIGHT_WORDS = 120
+
+_EMAIL = re.compile(r"^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}|^\d{1,2}/\d{1,2}/\d{2,4}$|^\d{1,2}:\d{2}")
+_PATH = re.compile(r"/|\\|^[\w-]+\.[A-Za-z0-9]{1,5}$")
+_ID_LIKE = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{3,}$")
+_KEY_TYPES = [  # words of an argument name -> placeholder, checked in this order
+    ({"email", "mail"}, "<EMAIL>"),
+    ({"path", "file", "dir", "directory", "folder", "filename"}, "<FILE_PATH>"),
+    ({"password", "token", "secret", "pin", "passcode"}, "<PASSWORD>"),
+    ({"date", "time", "timestamp", "day"}, "<DATE>"),
+    ({"id", "ids", "userid"}, "<ID>"),
+    ({"amount", "price", "cost", "budget", "balance", "value"}, "<AMOUNT>"),
+    ({"name", "user", "recipient", "receiver", "contact", "username"}, "<NAME>"),
+]
+
+
+def placeholder_for(value, key: str = "") -> str:
+    """The typed placeholder of one concrete value; the argument name helps where the value alone is ambiguous."""
+    if isinstance(value, bool):
+        return "<BOOL>"
+    text = str(value)
+    if _EMAIL.match(text):
+        return "<EMAIL>"
+    if isinstance(value, str) and _DATE.match(text):
+        return "<DATE>"
+    key_words = set(key.lower().split("_"))
+    for words, placeholder in _KEY_TYPES:
+        if key_words & words:
+            return placeholder
+    if isinstance(value, (int, float)):
+        return "<NUMBER>"
+    if _PATH.search(text):
+        return "<FILE_PATH>"
+    if _ID_LIKE.match(text):
+        return "<ID>"
+    return "<TEXT>"
+
+
+def concrete_values(arguments: dict) -> list[tuple[str, str]]:
+    """(value text, placeholder) for every value of a call's arguments that the insight must not carry."""
+    found = []
+
+    def visit(value, key):
+        if isinstance(value, dict):
+            for inner_key, inner in value.items():
+                visit(inner, inner_key)
+        elif isinstance(value, (list, tuple, set)):
+            for inner in value:
+                visit(inner, key)
+        elif isinstance(value, bool) or value is None:
+            return
+        elif isinstance(value, (int, float)):
+            if sum(ch.isdigit() for ch in repr(value)) >= 2:
+                found.append((repr(value), placeholder_for(value, key)))
+                if isinstance(value, float) and value.is_integer():  # 100.0 may be written 100
+                    found.append((str(int(value)), placeholder_for(value, key)))
+        elif isinstance(value, str) and len(value.strip()) >= 3:
+            found.append((value.strip(), placeholder_for(value.strip(), key)))
+
+    visit(arguments, "")
+    return found
+
+
+def trajectory_values(calls: list[dict]) -> list[tuple[str, str]]:
+    """Concrete values of all calls, longest first (so a value is replaced before any value it contains)."""
+    unique = {}
+    for call in calls:
+        for text, placeholder in concrete_values(call["arguments"]):
+            unique.setdefault(text, placeholder)
+    return sorted(unique.items(), key=lambda item: -len(item[0]))
+
+
+def _pattern(value: str) -> re.Pattern:
+    # Not inside a word, a dotted name (app.function) or a placeholder.
+    return re.compile(r"(?<![\w.<])" + re.escape(value) + r"(?![\w>])", re.IGNORECASE)
+
+
+@dataclass
+class AuditResult:
+    text: str
+    repaired: int  # values replaced
+    rejected: bool
+    reason: str = ""
+
+
+def audit_insight(insight: str, calls: list[dict], function_names: list[str]) -> AuditResult:
+    """Replace every surviving concrete value by its placeholder; reject when the result is unusable.
+    `function_names` are the trajectory's `app.function_name` forms; the insight must keep at least one."""
+    repaired = 0
+    for value, placeholder in trajectory_values(calls):
+        insight, count = _pattern(value).subn(placeholder, insight)
+        repaired += count
+    words = len(insight.split())
+    if words > MAX_INSIGHT_WORDS:
+        return AuditResult(insight, repaired, True, f"{words} words (limit {MAX_INSIGHT_WORDS})")
+    if function_names and not any(name in insight for name in function_names):
+        return AuditResult(insight, repaired, True, "names no app.function_name")
+    return AuditResult(insight, repaired, False)
+
+
+def scrub_free_text(text: str) -> str:
+    """Generic scrub for text that is not an argument (error messages): quoted strings, emails, paths, numbers."""
+    text = re.sub(r"[\w.+-]+@[\w-]+(\.[\w-]+)+", "<EMAIL>", text)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "<TEXT>", text)
+    text = re.sub(r"(?<!\w)(/[\w.-]+)+/?", "<FILE_PATH>", text)
+    text = re.sub(r"\b(?=[A-Za-z_-]*\d)(?=\d*[A-Za-z])[\w-]{3,}\b", "<ID>", text)
+    return re.sub(r"\d[\d.,]*\d", "<NUMBER>", text)

@@ -1,0 +1,258 @@
+"""Memory builders, the placeholder audit, segment repair, the model writer path and the bank on disk."""
+
+import json
+import logging
+import re
+
+import pytest
+from scripted_server import ScriptedServer
+from test_memory_fixtures import (
+    all_records,
+    call,
+    failed_task,
+    file_and_message_task,
+    long_math_task,
+    record,
+    reply,
+    step,
+    trading_task,
+    twitter_task,
+    write_jsonl,
+)
+
+from amd.errors import AmdError
+from amd.memory import writers
+from amd.memory.bank import build_bank, load_bank
+from amd.memory.builders import build_entries, successful
+from amd.memory.placeholders import audit_insight, trajectory_values
+from amd.memory.steps import steps_of
+
+PLACEHOLDER = re.compile(r"<[A-Z_]+>")
+
+
+def concrete_values_left(text: str, rec: dict) -> list[str]:
+    calls = [c for turn in rec["turns"] for s in turn["steps"] for c in s["calls"]]
+    stripped = PLACEHOLDER.sub(" ", text)
+    return [value for value, _ in trajectory_values(calls)
+            if re.search(r"(?<![\w.])" + re.escape(value) + r"(?!\w)", stripped, re.IGNORECASE)]
+
+
+# ---- builders ----------------------------------------------------------------------------------------------------
+
+def test_only_successful_trajectories_reach_memory():
+    kept = successful(all_records() + [file_and_message_task()])  # a duplicate success of task 901
+    assert [r["task_id"] for r in kept] == ["multi_turn_base_901", "multi_turn_base_902", "multi_turn_base_903",
+                                            "multi_turn_base_905"]
+
+
+def test_segments_cover_every_step_without_overlap_and_at_most_six():
+    for rec in successful(all_records()):
+        steps = steps_of(rec)
+        segments = writers.rules_segments(rec["benchmark"], steps)
+        covered = [i for s in segments for i in range(s["start_step"], s["end_step"] + 1)]
+        assert covered == list(range(len(steps))), rec["task_id"]
+        assert 1 <= len(segments) <= 6
+        assert all(1 <= len(s["label"].split()) <= 5 for s in segments)
+    assert len(writers.rules_segments("bfcl", steps_of(long_math_task(turns=9)))) == 6
+
+
+def test_workflow_insight_names_apps_in_call_order_with_placeholders_only():
+    rec = file_and_message_task()
+    insight = build_entries(rec).workflow[0]["insight"]
+    order = [insight.index(name) for name in ("GorillaFileSystem.ls", "GorillaFileSystem.mkdir",
+                                               "GorillaFileSystem.mv", "MessageAPI.send_message")]
+    assert order == sorted(order)
+    assert len(insight.split()) <= 120
+    assert concrete_values_left(insight, rec) == []
+    assert "failed with" in insight  # the error observation became the failure pattern
+    assert "USR999" not in insight
+
+
+def test_rules_insight_has_the_data_flow_decision_rule():
+    insight = build_entries(trading_task()).workflow[0]["insight"]
+    assert "from the result of TradingBot.get_watchlist" in insight
+    assert "NVDA" not in insight and "220.34" not in insight
+
+
+def test_entry_ids_are_stable_and_carry_their_source():
+    first, second = build_entries(file_and_message_task()), build_entries(file_and_message_task())
+    entries = first.workflow + first.subtask + first.function
+    assert [e["id"] for e in entries] == [e["id"] for e in second.workflow + second.subtask + second.function]
+    assert len({e["id"] for e in entries}) == len(entries)
+    assert {e["source_task_id"] for e in entries} == {"multi_turn_base_901"}
+
+
+def test_function_memory_has_every_executed_call_with_context_doc_and_reasoning():
+    rec = file_and_message_task()
+    functions = build_entries(rec).function
+    executed = [c["call"] for t in rec["turns"] for s in t["steps"] for c in s["calls"]]
+    assert [f["call"] for f in functions] == executed
+    mv = next(f for f in functions if f["name"] == "mv")
+    assert mv["app"] == "GorillaFileSystem" and "source" in mv["doc"]["parameters"]["properties"]
+    assert "# user: Move 'final_report.pdf'" in mv["code"] and "# before: mkdir(dir_name='archive_2024')" in mv["code"]
+    assert "# -> " in mv["code"] and mv["reasoning"].startswith(rec["instruction"])
+    retry = [f for f in functions if f["name"] == "send_message"][1]
+    assert "Receiver ID USR999 not found" in retry["code"]  # the failed attempt before it is context
+
+
+def test_subtask_example_renders_calls_with_observations_in_both_forms():
+    segment = build_entries(trading_task()).subtask[0]
+    assert "place_order(order_type='Buy', symbol='NVDA', price=220.34, amount=100)" in segment["code"]
+    assert '# -> {"order_id": 12446' in segment["code"]
+    assert "place_order was" not in segment["code"] and "called place_order" in segment["prose"]
+    assert segment["label"] == "place order"
+
+
+# ---- placeholder audit ---------------------------------------------------------------------------------------------
+
+def test_audit_repairs_planted_values_with_typed_placeholders():
+    rec = file_and_message_task()
+    calls = [c for t in rec["turns"] for s in t["steps"] for c in s["calls"]]
+    planted = ("Use GorillaFileSystem.mv to move final_report.pdf into archive_2024, then MessageAPI.send_message "
+               "to USR003 saying the report is archived.")
+    result = audit_insight(planted, calls, ["GorillaFileSystem.mv", "MessageAPI.send_message"])
+    assert not result.rejected and result.repaired == 4
+    assert "<FILE_PATH>" in result.text and "<ID>" in result.text and "<TEXT>" in result.text
+    assert "USR003" not in result.text and "final_report.pdf" not in result.text
+    assert "GorillaFileSystem.mv" in result.text  # function names survive
+
+
+def test_audit_rejects_overlong_or_functionless_insights():
+    calls = [call("add", a=10, b=20)]
+    assert audit_insight("word " * 121 + "MathAPI.add", calls, ["MathAPI.add"]).rejected
+    no_function = audit_insight("Add 10 and 20 then report.", calls, ["MathAPI.add"])
+    assert no_function.rejected and no_function.repaired == 2 and "<NUMBER>" in no_function.text
+
+
+# ---- segment repair --------------------------------------------------------------------------------------------------
+
+def test_repair_strips_fences_fixes_overlaps_and_gaps(caplog):
+    text = ("Here you go:\n```json\n[{\"start_step\": 0, \"end_step\": 3, \"label\": \"a\", \"description\": \"x\"},"
+            " {\"start_step\": 2, \"end_step\": 4, \"label\": \"b\", \"description\": \"y\"},"
+            " {\"start_step\": 7, \"end_step\": 9, \"label\": \"c\", \"description\": \"z\"}]\n```\nHope it helps")
+    with caplog.at_level(logging.INFO, logger="amd.memory"):
+        segments = writers.repair_segments(text, 10, "t")
+    assert [(s["start_step"], s["end_step"]) for s in segments] == [(0, 3), (4, 6), (7, 9)]
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "overlap" in messages and "gap" in messages and "stripped" in messages
+
+
+def test_repair_merges_down_to_six_and_stretches_coverage(caplog):
+    items = [{"start_step": i, "end_step": i, "label": "l", "description": "d"} for i in range(1, 9)]
+    with caplog.at_level(logging.WARNING, logger="amd.memory"):
+        segments = writers.repair_segments(json.dumps(items), 10, "t")
+    assert len(segments) == 6 and segments[0]["start_step"] == 0 and segments[-1]["end_step"] == 9
+    assert any("merged" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("text", ["not json at all", '{"start_step": 0}', "[]", '[{"label": "x"}]'])
+def test_unusable_segment_answers_give_none_with_a_log_line(text, caplog):
+    with caplog.at_level(logging.WARNING, logger="amd.memory"):
+        assert writers.repair_segments(text, 5, "t") is None
+    assert caplog.records and all(r.name == "amd.memory" for r in caplog.records)
+
+
+# ---- model writer ------------------------------------------------------------------------------------------------------
+
+def writer_server(segment_answer, insight_answer):
+    """Answers the segmentation prompt with segment_answer(n_steps), the workflow prompt with insight_answer."""
+    def respond(request):
+        prompt = request["messages"][-1]["content"]
+        n_steps = re.search(r"The run has (\d+) steps", prompt)
+        return segment_answer(int(n_steps.group(1))) if n_steps else insight_answer(prompt)
+    return ScriptedServer(respond)
+
+
+def two_segments(n):
+    half = max(n // 2, 1) - 1
+    items = [{"start_step": 0, "end_step": half, "label": "prepare the inputs", "description": "Looks things up."}]
+    if half + 1 <= n - 1:
+        items.append({"start_step": half + 1, "end_step": n - 1, "label": "apply the change",
+                      "description": "Makes the change and checks it."})
+    return json.dumps(items)
+
+
+def planted_insight(prompt):
+    functions = re.search(r"in order \(app.function_name\):\n(.*)\n", prompt).group(1)
+    return f"Call {functions} for USR003 with final_report.pdf and 100 shares; check the result has no error."
+
+
+def test_model_writer_builds_valid_entries_and_counts_repairs(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", all_records())
+    with writer_server(two_segments, planted_insight) as server:
+        manifest = build_bank([path], f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
+    bank = load_bank(tmp_path / "bank")
+    assert manifest["writer"]["kind"] == "model" and manifest["writer"]["spec"].startswith("vllm:scripted@")
+    assert {s["label"] for s in bank.entries["subtask"]} <= {"prepare the inputs", "apply the change"}
+    for entry in bank.entries["workflow"]:
+        rec = next(r for r in all_records() if r["task_id"] == entry["source_task_id"])
+        assert entry["insight"].startswith("Call ") and concrete_values_left(entry["insight"], rec) == []
+    # USR003 and final_report.pdf appear in task 901's calls, 100 in task 902's: both insights were repaired.
+    assert manifest["audit"]["insights_repaired"] == 2 and manifest["audit"]["values_replaced"] == 3
+
+
+def test_model_writer_malformed_answers_fall_back_to_rules_with_a_log_line(tmp_path, caplog):
+    path = write_jsonl(tmp_path / "t.jsonl", [trading_task()])
+    with (caplog.at_level(logging.WARNING, logger="amd.memory"),
+          writer_server(lambda n: "I cannot split this.", lambda p: "") as server):
+        manifest = build_bank([path], f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
+    bank = load_bank(tmp_path / "bank")
+    rules = build_entries(trading_task())
+    assert [s["label"] for s in bank.entries["subtask"]] == [s["label"] for s in rules.subtask]
+    assert bank.entries["workflow"][0]["insight"] == rules.workflow[0]["insight"]
+    assert manifest["audit"]["writer_fallbacks"] == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("rule segments" in m for m in messages) and any("rules insight" in m for m in messages)
+
+
+# ---- bank on disk ------------------------------------------------------------------------------------------------------
+
+def test_manifest_records_sources_agents_counts_and_rules_writer(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", all_records())
+    manifest = build_bank([path], "rules", "hash:32", tmp_path / "bank")
+    on_disk = json.loads((tmp_path / "bank" / "manifest.json").read_text())
+    assert on_disk == manifest
+    assert manifest["writer"]["kind"].startswith("rules") and manifest["embedder"] == "hash:32"
+    assert manifest["sources"][0]["records"] == 5 and manifest["sources"][0]["successful"] == 4
+    assert len(manifest["sources"][0]["sha256"]) == 64
+    assert "multi_turn_base_904" in manifest["task_ids"] and "multi_turn_base_904" not in manifest["successful_task_ids"]
+    bank = load_bank(tmp_path / "bank")
+    assert manifest["counts"] == {t: len(bank.entries[t]) for t in ("workflow", "subtask", "function")}
+    assert all(e["source_task_id"] != "multi_turn_base_904" for t in bank.entries for e in bank.entries[t])
+
+
+def test_student_memory_manifest_names_the_student(tmp_path):
+    students = [record("multi_turn_base_7", [("Add 10 and 20.", [step([call("add", a=10, b=20)], ['{"result": 30}']),
+                                                                  reply()])], agent="vllm:qwen3-4b@http://h:1/v1"),
+                record("multi_turn_base_8", [("Add 1 and 2.", [reply("3")])], success=False,
+                       agent="vllm:qwen3-4b@http://h:1/v1")]
+    manifest = build_bank([write_jsonl(tmp_path / "s.jsonl", students)], "rules", "hash:16", tmp_path / "bank")
+    assert [a["spec"] for a in manifest["agents"]] == ["vllm:qwen3-4b@http://h:1/v1"]
+    assert manifest["counts"]["workflow"] == 1
+
+
+def test_a_crashed_build_leaves_the_previous_bank_intact(tmp_path, monkeypatch):
+    path = write_jsonl(tmp_path / "t.jsonl", all_records())
+    build_bank([path], "rules", "hash:32", tmp_path / "bank")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "bank").iterdir()}
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("amd.memory.bank.np.save", crash)
+    with pytest.raises(RuntimeError):
+        build_bank([write_jsonl(tmp_path / "u.jsonl", [twitter_task()])], "rules", "hash:32", tmp_path / "bank")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "bank").iterdir()} == before
+    monkeypatch.undo()
+    build_bank([tmp_path / "u.jsonl"], "rules", "hash:32", tmp_path / "bank")
+    assert load_bank(tmp_path / "bank").manifest["counts"]["workflow"] == 1
+    assert not (tmp_path / "bank.tmp").exists()
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    with pytest.raises(AmdError, match="no such trajectory file"):
+        build_bank([tmp_path / "missing.jsonl"], "rules", "hash:8", tmp_path / "bank")
+    with pytest.raises(AmdError, match="not a memory bank"):
+        load_bank(tmp_path)
+    with pytest.raises(AmdError, match="unknown embedder"):
+        build_bank([write_jsonl(tmp_path / "t.jsonl", [failed_task()])], "rules", "hash", tmp_path / "bank")
