@@ -1,0 +1,43 @@
+"""`amd table NAME --runs F... --out X.csv X.md` and `amd figure NAME --runs F... --out X.pdf`."""
+
+from amd.errors import AmdError
+
+TABLE_NAMES = ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
+               "table6_protocols")
+FIGURE_NAMES = ("fig3_steps", "fig4_student_size", "fig5_k_sweep")
+
+
+def register(subparsers) -> None:
+    table = subparsers.add_parser("table", help="make one of the paper's tables from run files")
+    table.add_argument("name", choices=TABLE_NAMES)
+    table.add_argument("--runs", nargs="+", required=True, help="trajectory files (JSONL) of the runs to tabulate")
+    table.add_argument("--out", nargs=2, required=True, metavar=("CSV", "MD"))
+    table.add_argument("--note", default="", help="printed under the table (e.g. what the setting can show)")
+    table.set_defaults(handler=make_table)
+
+    figure = subparsers.add_parser("figure", help="make one of the paper's figures from run files")
+    figure.add_argument("name", choices=FIGURE_NAMES)
+    figure.add_argument("--runs", nargs="+", required=True, help="trajectory files (JSONL) of the runs to plot")
+    figure.add_argument("--out", required=True, help="PDF path")
+    figure.add_argument("--note", default="", help="printed under the figure")
+    figure.set_defaults(handler=make_figure)
+
+
+def make_table(args) -> int:
+    from amd.analysis.runs import load_runs
+    from amd.analysis.tables import build_table, write_table
+
+    csv_path, md_path = args.out
+    if not csv_path.endswith(".csv") or not md_path.endswith(".md"):
+        raise AmdError(f"--out wants a .csv then a .md path, got {csv_path} {md_path}")
+    table = build_table(args.name, load_runs(args.runs))
+    write_table(args.name, table, csv_path, md_path, note=args.note)
+    return 0
+
+
+def make_figure(args) -> int:
+    from amd.analysis.figures import write_figure
+    from amd.analysis.runs import load_runs
+
+    write_figure(args.name, load_runs(args.runs), args.out, note=args.note)
+    return 0

@@ -1,0 +1,143 @@
+"""The paper's figures from run files: black-and-white readable (markers, hatches, line styles), PDF output."""
+
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from amd.analysis.reference import CITATION, load_reference  # noqa: E402
+from amd.analysis.tables import AMD_CONFIG, _students, aggregate  # noqa: E402
+from amd.errors import AmdError, did_you_mean  # noqa: E402
+
+HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
+MARKERS = {"wf": "o", "st": "s", "fn": "^"}
+STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.6}
+
+
+def _footer(fig, note: str, with_paper: bool) -> None:
+    lines = ([CITATION + " Hollow black markers: paper."] if with_paper else []) + ([note] if note else [])
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=6, va="bottom", wrap=True)
+
+
+def fig3_steps(runs, note=""):
+    """Mean interaction steps per task: zero-shot, AMD and the teacher, one panel per benchmark."""
+    students = _students(runs)
+    cells = aggregate(students, ["benchmark", "student", "memory"])
+    teachers = runs[runs["role"] == "teacher"]
+    benchmarks = list(dict.fromkeys(cells["benchmark"]))
+    reference = load_reference()
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.4 * len(benchmarks), 3.2), squeeze=False)
+    drew_paper = False
+    for ax, benchmark in zip(axes[0], benchmarks):
+        here = cells[cells["benchmark"] == benchmark]
+        names = list(dict.fromkeys(here["student"]))
+        memories = list(dict.fromkeys(here["memory"]))
+        width = 0.8 / len(memories)
+        for j, memory in enumerate(memories):
+            labelled = False
+            for i, name in enumerate(names):
+                cell = here[(here["student"] == name) & (here["memory"] == memory)]
+                if cell.empty:
+                    continue
+                x = i + (j - (len(memories) - 1) / 2) * width
+                ax.bar(x, cell["mean_steps"].iloc[0], width, color="white", edgecolor="black",
+                       hatch=HATCHES.get(memory, "++"), label=None if labelled else memory)
+                labelled = True
+                paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory)
+                if paper is not None:
+                    ax.plot(x, paper, marker="D", color="black", markerfacecolor="none", linestyle="none")
+                    drew_paper = True
+        for style, (_, teacher) in zip(["--", ":", "-."], teachers[teachers["benchmark"] == benchmark].iterrows()):
+            ax.axhline(teacher["mean_steps"], color="black", linestyle=style, linewidth=1,
+                       label=f"teacher {teacher['teacher']}")
+        ax.set_xticks(range(len(names)), names, rotation=20)
+        ax.set_title(benchmark)
+        ax.set_ylabel("mean steps per task")
+        ax.legend(frameon=False, fontsize=6)
+    _footer(fig, note, drew_paper)
+    return fig
+
+
+def _size_in_billions(model: str) -> float:
+    match = re.search(r"(\d+(?:\.\d+)?)[bB]\b", model.replace("_", "."))
+    return float(match.group(1)) if match else float("inf")
+
+
+def fig4_student_size(runs, note=""):
+    """Success rate against student size: zero-shot and AMD lines, paper's AMD points."""
+    cells = aggregate(_students(runs), ["benchmark", "student", "memory"])
+    cells["size"] = cells["model"].map(_size_in_billions)
+    reference = load_reference()
+    benchmarks = list(dict.fromkeys(cells["benchmark"]))
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.4 * len(benchmarks), 3.2), squeeze=False)
+    drew_paper = False
+    for ax, benchmark in zip(axes[0], benchmarks):
+        here = cells[cells["benchmark"] == benchmark].sort_values("size")
+        order = list(dict.fromkeys(here["student"]))
+        for memory, (marker, style) in {"zero_shot": ("o", "--"), AMD_CONFIG: ("s", "-")}.items():
+            line = here[here["memory"] == memory]
+            ax.plot([order.index(s) for s in line["student"]], line["success"], marker=marker, linestyle=style,
+                    color="black", label=memory)
+        for row in here[here["memory"] == AMD_CONFIG].itertuples():
+            paper = reference.value("fig4_student_size", benchmark, row.model, AMD_CONFIG)
+            if paper is not None:
+                ax.plot(order.index(row.student), paper, marker="D", markerfacecolor="none", color="black",
+                        linestyle="none", label=None if drew_paper else "paper (AMD)")
+                drew_paper = True
+        ax.set_xticks(range(len(order)), order, rotation=20)
+        ax.set_title(benchmark)
+        ax.set_ylabel("success rate (%)")
+        ax.legend(frameon=False, fontsize=6)
+    _footer(fig, note, drew_paper)
+    return fig
+
+
+def fig5_k_sweep(runs, note=""):
+    """Success rate against k for each memory type, the other types held at their base k."""
+    students = _students(runs)
+    students = students[students["role"] == "memory"]
+    if students.empty:
+        raise AmdError("fig5_k_sweep: no memory runs among --runs")
+    base = {t: min(k.get(t, 1) for k in students["k"]) for t in MARKERS}
+    reference = load_reference()
+    fig, ax = plt.subplots(figsize=(3.6, 3.0))
+    drew_paper = False
+    for memory_type, marker in MARKERS.items():
+        points = {}
+        for _, run in students.iterrows():
+            k = run["k"]
+            if memory_type in k and all(k[t] == base[t] for t in k if t != memory_type):
+                points.setdefault(k[memory_type], []).append(run["success_rate"])
+        if not points:
+            continue
+        xs = sorted(points)
+        ax.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker=marker, color="black",
+                linestyle="-", label=memory_type)
+        for x in xs:
+            paper = reference.value("fig5_k_sweep", students["benchmark"].iloc[0], students["model"].iloc[0],
+                                    f"{memory_type}={x}")
+            if paper is not None:
+                ax.plot(x, paper, marker=marker, markerfacecolor="none", color="black", linestyle="none",
+                        markersize=8, label=None if drew_paper else "paper")
+                drew_paper = True
+    ax.set_xlabel("k (retrieved entries of that type)")
+    ax.set_ylabel("success rate (%)")
+    ax.legend(frameon=False, fontsize=6)
+    _footer(fig, note, drew_paper)
+    return fig
+
+
+BUILDERS = {"fig3_steps": fig3_steps, "fig4_student_size": fig4_student_size, "fig5_k_sweep": fig5_k_sweep}
+
+
+def write_figure(name: str, runs, out_path, note: str = "") -> None:
+    if name not in BUILDERS:
+        raise AmdError(f"unknown figure {name!r}{did_you_mean(name, BUILDERS)}; known: {', '.join(BUILDERS)}")
+    with plt.rc_context(STYLE):
+        fig = BUILDERS[name](runs, note)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+        fig.savefig(out_path)
+        plt.close(fig)

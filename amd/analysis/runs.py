@@ -1,0 +1,71 @@
+"""Load run files into one table: a row per run, its cell (from the results layout) and its scores."""
+
+import re
+
+import pandas as pd
+
+from amd.analysis.layout import describe_run
+from amd.errors import AmdError
+from amd.schema import read_trajectories
+
+CELL_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "representation", "memcfg", "protocol")
+
+
+def model_name(record: dict) -> str:
+    """The model behind a run, without transport: 'vllm:Qwen/Qwen3-4B@http://..' -> 'Qwen/Qwen3-4B'."""
+    agent = record["agent"]
+    spec = agent.get("model") or agent["spec"]
+    return re.sub(r"^(openai|vllm|local):", "", spec.split("@", 1)[0])
+
+
+def summarize_run(path) -> dict:
+    """One row: the run's cell plus success rate (%), mean steps and token totals over its tasks."""
+    records = read_trajectories(path)
+    if not records:
+        raise AmdError(f"{path}: run file has no tasks")
+    cell = describe_run(path)
+    k = cell.pop("k", {})
+    row = {column: cell.get(column) for column in CELL_COLUMNS}
+    row |= {
+        "path": str(path),
+        "role": cell["role"],
+        "seed": cell.get("seed"),
+        "k": k,
+        "k_text": ",".join(f"{t}={v}" for t, v in k.items()),
+        "model": model_name(records[0]),
+        "oracle": records[0]["agent"]["kind"] == "oracle",
+        "n_tasks": len(records),
+        "successes": sum(r["success"] for r in records),
+        "success_rate": 100.0 * sum(r["success"] for r in records) / len(records),
+        "mean_steps": sum(r["n_steps"] for r in records) / len(records),
+        "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
+        "completion_tokens": sum(r["tokens"]["completion"] for r in records),
+        "task_ids": frozenset(r["task_id"] for r in records),
+        "success_by_task": {r["task_id"]: r["success"] for r in records},
+        "steps_by_task": {r["task_id"]: r["n_steps"] for r in records},
+    }
+    if row["role"] == "other":
+        row["benchmark"] = records[0]["benchmark"]
+        row["memcfg"] = records[0]["memory"]["config"]
+    if row["role"] == "teacher":
+        row["memcfg"] = "teacher"
+    return row
+
+
+def load_runs(paths) -> pd.DataFrame:
+    if not paths:
+        raise AmdError("no run files given (--runs)")
+    return pd.DataFrame([summarize_run(path) for path in paths])
+
+
+def restrict_to_tasks(row: pd.Series, task_ids) -> pd.Series:
+    """The same run scored on a subset of its tasks (e.g. the cross_split evaluation side)."""
+    kept = [t for t in row["success_by_task"] if t in task_ids]
+    if not kept:
+        return row
+    row = row.copy()
+    row["n_tasks"] = len(kept)
+    row["successes"] = sum(row["success_by_task"][t] for t in kept)
+    row["success_rate"] = 100.0 * row["successes"] / len(kept)
+    row["mean_steps"] = sum(row["steps_by_task"][t] for t in kept) / len(kept)
+    return row

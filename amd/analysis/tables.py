@@ -1,0 +1,188 @@
+"""The paper's tables, computed from run files, with the paper's number beside ours where the cell matches.
+
+Each builder takes the runs frame (amd.analysis.runs.load_runs) and returns a DataFrame; `write_table` saves it
+as CSV and as Markdown with its caption and notes. Success rates are percentages, averaged over seeds.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from amd.analysis.reference import CITATION, load_reference
+from amd.analysis.runs import restrict_to_tasks
+from amd.errors import AmdError
+
+AMD_CONFIG = "wf_st_fn"
+MEMORY_ORDER = ["zero_shot", "wf", "wf_st", "wf_st_fn", "wf_fn", "st_only", "fn_only", "student_memory"]
+
+CAPTIONS = {
+    "table1_main": "Table 1: success rate (%) zero-shot and with AMD memory (WF+ST+FN); delta = AMD - zero-shot.",
+    "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
+    "student_memory = the student's own trajectories as the memory source.",
+    "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory.",
+    "table4_representation": "Table 4: memory representation (prose or code) per memory type.",
+    "table5_repeats": "Table 5: success rate (%) over repeated runs, mean ± standard deviation.",
+    "table6_protocols": "Table 6: disjoint-evaluation protocols. cross_split: memory from 70 % of tasks, scored on "
+    "the other 30 % (zero-shot scored on the same 30 %); self_excluded: no task retrieves its own memory.",
+}
+
+
+def _teacher_models(runs: pd.DataFrame) -> dict:
+    teachers = runs[runs["role"] == "teacher"]
+    return dict(zip(teachers["teacher"], teachers["model"]))
+
+
+def _memory_label(row) -> str:
+    if row["role"] == "memory" and row["teacher"] == row["student"]:
+        return "student_memory"
+    return row["memcfg"]
+
+
+def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean over seeds (and std, run count) of each cell named by `keys`."""
+    grouped = runs.groupby(keys, dropna=False, sort=False)
+    table = grouped.agg(
+        model=("model", "first"),
+        success=("success_rate", "mean"),
+        std=("success_rate", "std"),
+        runs=("success_rate", "size"),
+        tasks=("n_tasks", "max"),
+        mean_steps=("mean_steps", "mean"),
+    ).reset_index()
+    table["std"] = table["std"].fillna(0.0)
+    return table
+
+
+def _students(runs: pd.DataFrame) -> pd.DataFrame:
+    students = runs[runs["role"].isin(["zero_shot", "memory", "other"])].copy()
+    if students.empty:
+        raise AmdError("no student runs among --runs")
+    students["memory"] = students.apply(_memory_label, axis=1)
+    students["student"] = students["student"].fillna(students["model"])
+    return students
+
+
+def _order(table: pd.DataFrame, column: str, order: list) -> pd.DataFrame:
+    rank = {name: i for i, name in enumerate(order)}
+    return table.sort_values(column, key=lambda s: s.map(lambda v: rank.get(v, len(rank))), kind="stable")
+
+
+def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
+    reference, teacher_models = load_reference(), _teacher_models(runs)
+    students = _students(runs)
+    cells = aggregate(students[students["memory"].isin(["zero_shot", AMD_CONFIG])],
+                      ["benchmark", "student", "memory"])
+    rows = []
+    for (benchmark, student), group in cells.groupby(["benchmark", "student"], sort=False):
+        by_memory = group.set_index("memory")
+        model = group["model"].iloc[0]
+        teacher = students[(students["student"] == student) & (students["role"] == "memory")]["teacher"]
+        teacher_model = teacher_models.get(teacher.iloc[0]) if len(teacher) else None
+        zero = by_memory["success"].get("zero_shot")
+        amd = by_memory["success"].get(AMD_CONFIG)
+        rows.append({
+            "benchmark": benchmark, "agent": student, "role": "student", "zero_shot": zero, "amd": amd,
+            "delta": amd - zero if zero is not None and amd is not None else None,
+            "tasks": group["tasks"].max(), "runs": group["runs"].max(),
+            "paper_zero_shot": reference.value("table1_main", benchmark, model, "zero_shot"),
+            "paper_amd": reference.value("table1_main", benchmark, model, AMD_CONFIG, teacher_model),
+        })
+    for _, teacher in runs[runs["role"] == "teacher"].iterrows():
+        rows.append({
+            "benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher",
+            "zero_shot": teacher["success_rate"], "tasks": teacher["n_tasks"], "runs": 1,
+            "paper_zero_shot": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher"),
+        })
+    return pd.DataFrame(rows)
+
+
+def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
+    reference, teacher_models = load_reference(), _teacher_models(runs)
+    students = _students(runs)
+    table = aggregate(students, ["benchmark", "student", "memory", "teacher"])
+    table["paper"] = [
+        reference.value("table2_ablation", row.benchmark, row.model, row.memory,
+                        None if row.memory == "student_memory" else teacher_models.get(row.teacher))
+        for row in table.itertuples()
+    ]
+    table = _order(table, "memory", MEMORY_ORDER)
+    return table.sort_values(["benchmark", "student"], kind="stable")[
+        ["benchmark", "student", "memory", "teacher", "success", "std", "runs", "tasks", "paper"]]
+
+
+def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
+    reference, teacher_models = load_reference(), _teacher_models(runs)
+    rows = []
+    for _, teacher in runs[runs["role"] == "teacher"].iterrows():
+        rows.append({"benchmark": teacher["benchmark"], "teacher": teacher["teacher"], "acting": "teacher itself",
+                     "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
+                     "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
+    students = _students(runs)
+    cells = aggregate(students[students["memory"] == AMD_CONFIG], ["benchmark", "teacher", "student"])
+    for row in cells.itertuples():
+        rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "acting": row.student,
+                     "success": row.success, "runs": row.runs, "tasks": row.tasks,
+                     "paper": reference.value("table3_teacher", row.benchmark, row.model, AMD_CONFIG,
+                                              teacher_models.get(row.teacher))})
+    if not rows:
+        raise AmdError("table3_teacher: no teacher or student runs among --runs")
+    return pd.DataFrame(rows).sort_values(["benchmark", "teacher"], kind="stable")
+
+
+def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
+    reference = load_reference()
+    students = _students(runs)
+    table = aggregate(students[students["role"] == "memory"], ["benchmark", "student", "representation", "memory"])
+    table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation)
+                      for row in table.itertuples()]
+    return table[["benchmark", "student", "representation", "memory", "success", "std", "runs", "tasks", "paper"]]
+
+
+def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
+    table = aggregate(_students(runs), ["benchmark", "student", "memory"])
+    table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
+    table = _order(table, "memory", MEMORY_ORDER)
+    return table.sort_values(["benchmark", "student"], kind="stable")[
+        ["benchmark", "student", "memory", "mean ± std", "success", "std", "runs", "tasks"]]
+
+
+def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
+    students = _students(runs)
+    memory_runs = students[students["role"] != "zero_shot"]
+    zero_shot = students[students["role"] == "zero_shot"]
+    parts = [memory_runs]
+    for protocol, group in memory_runs.groupby("protocol"):
+        for (benchmark, student), cell in group.groupby(["benchmark", "student"]):
+            evaluated = frozenset().union(*cell["task_ids"])
+            mine = zero_shot[(zero_shot["benchmark"] == benchmark) & (zero_shot["student"] == student)]
+            if protocol == "cross_split":
+                mine = mine.apply(restrict_to_tasks, axis=1, task_ids=evaluated) if len(mine) else mine
+            parts.append(mine.assign(protocol=protocol))
+    table = aggregate(pd.concat(parts), ["benchmark", "student", "protocol", "memory"])
+    table = _order(table, "memory", MEMORY_ORDER)
+    return table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
+        ["benchmark", "student", "protocol", "memory", "success", "std", "runs", "tasks"]]
+
+
+BUILDERS = {name: globals()[name] for name in CAPTIONS}
+
+
+def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
+    if name not in BUILDERS:
+        from amd.errors import did_you_mean
+
+        raise AmdError(f"unknown table {name!r}{did_you_mean(name, BUILDERS)}; known: {', '.join(BUILDERS)}")
+    return BUILDERS[name](runs)
+
+
+def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "") -> None:
+    """CSV for machines; Markdown with caption, paper citation and the config's note for people."""
+    rounded = table.round(2)
+    rounded.to_csv(csv_path, index=False)
+    shown = rounded.astype(object).where(rounded.notna(), None)
+    lines = [f"**{CAPTIONS[name]}**", "", shown.to_markdown(index=False, floatfmt=".2f", missingval="—"), ""]
+    if any(column.startswith("paper") for column in table.columns):
+        lines.append(f"`paper*` columns: {CITATION} A dash marks a cell the paper does not report.")
+    if note:
+        lines.append(f"Note: {note}")
+    Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
