@@ -1,0 +1,73 @@
+"""Embedders and the on-disk vector cache."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from amd.errors import AmdError
+from amd.memory import embed
+from amd.memory.embed import Embedder, VectorCache, cache_key, get_embedder
+
+
+class CountingEmbedder(Embedder):
+    """Counts the texts it really embeds, so cache hits are visible."""
+
+    def __init__(self, spec="count:4"):
+        self.spec, self.dim, self.seen = spec, 4, []
+
+    def _embed_batch(self, texts):
+        self.seen.extend(texts)
+        return np.array([[len(t), 1.0, 0.0, 2.0] for t in texts], dtype=np.float32)
+
+
+def test_hash_embedder_is_deterministic_normalized_and_word_based():
+    vectors = get_embedder("hash:64").embed(["Send a message", "send   a MESSAGE", "buy stock"])
+    assert vectors.shape == (3, 64) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert np.allclose(vectors[0], vectors[1]) and not np.allclose(vectors[0], vectors[2])
+
+
+def test_vectors_are_cached_on_disk_by_spec_and_text():
+    first = CountingEmbedder()
+    a = first.embed(["alpha", "beta", "alpha"])
+    assert first.seen == ["alpha", "beta", "alpha"]  # duplicates within one call are not merged
+    second = CountingEmbedder()  # a new process would see the same file
+    b = second.embed(["beta", "alpha", "gamma"])
+    assert second.seen == ["gamma"] and np.allclose(b[0], a[1]) and np.allclose(b[1], a[0])
+    other_model = CountingEmbedder("count:other")
+    other_model.embed(["alpha"])
+    assert other_model.seen == ["alpha"]  # the key includes the embedder spec
+
+
+def _write_from_process(index):
+    VectorCache().put_many({cache_key("p", str(i)): np.full(3, i, dtype=np.float32) for i in range(index, 200, 4)})
+
+
+def test_cache_is_safe_for_concurrent_processes():
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_write_from_process, range(4))
+    found = VectorCache().get_many([cache_key("p", str(i)) for i in range(200)])
+    assert len(found) == 200 and found[cache_key("p", "137")][0] == 137
+
+
+def test_openai_embedder_without_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    embedder = embed.OpenAIEmbedder("text-embedding-3-small")
+    assert embedder.dim == 1536
+    with pytest.raises(AmdError, match="needs OPENAI_API_KEY"):
+        embedder.embed(["hello"])
+
+
+@pytest.mark.parametrize("spec", ["hash", "hash:0", "local:all-mpnet", "minilm", "openai:text-embedding-9"])
+def test_unknown_embedders_are_rejected(spec):
+    with pytest.raises(AmdError, match="unknown"):
+        get_embedder(spec)
+
+
+@pytest.mark.slow
+def test_local_minilm_embeds_offline_with_meaningful_similarity():
+    embedder = get_embedder("local:all-minilm-l6-v2")
+    vectors = embedder.embed(["send a message to a colleague", "message my coworker", "buy shares of a stock"])
+    assert vectors.shape == (3, 384)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
