@@ -8,6 +8,7 @@
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.handler(args) or 0)
     except AmdError as exc:
@@ -38,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_score(commands)
     for module in ("amd.memory.cli", "amd.analysis.cli"):
-        importlib.import_module(module).register(commands)
+        if importlib.util.find_spec(module):  # TEMPORARY
+            importlib.import_module(module).register(commands)
     return parser
 
 
@@ -56,6 +60,9 @@ def _add_run(commands) -> None:
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    run.add_argument("--max-retries", type=int, default=6, help="retries per model request (429, 5xx, timeouts)")
+    run.add_argument("--retry-backoff", type=float, default=1.0, help="first backoff in seconds, doubled per retry")
     run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
     run.add_argument("--memory-config", default="zero_shot",
                      help="zero_shot, wf, wf_st, wf_st_fn, wf_fn, st_only, fn_only")

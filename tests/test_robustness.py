@@ -151,3 +151,29 @@ def test_api_key_never_lands_on_disk(answers, tmp_path):
     assert out in written and any(cache in path.parents for path in written)
     for path in written:
         assert sentinel.encode() not in path.read_bytes(), f"API key found in {path}"
+
+
+def test_hostile_model_output_is_refused_and_reported(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = [f"__import__('os').system('touch {marker}')", "open('/etc/passwd')",
+               f"[cd(folder=__import__('pathlib').Path({str(marker)!r}).touch())]"]
+    replies = iter(hostile)
+
+    def respond(request):
+        last = request["messages"][-1]["content"]
+        return "Done." if last.startswith(OBSERVATION_PREFIX) else next(replies, "Done.")
+
+    out = tmp_path / "run.jsonl"
+    with ScriptedServer(respond) as server:
+        argv = ["--tasks", TASKS[0]]
+        done = subprocess.run([sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", f"vllm:m@{server.url}",
+                               *argv, "--out", str(out)], env={**os.environ, "AMD_CACHE_DIR": str(tmp_path / "c")},
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    steps = [step for turn in record["turns"] for step in turn["steps"] if step["rejected"]]
+    assert [step["model_text"] for step in steps] == hostile
+    for step in steps:
+        assert step["error"] and not step["calls"] and "rejected call" in step["observations"][0]
+    assert record["decoded_calls"] == [[] for _ in record["decoded_calls"]]
+    assert not marker.exists() and not record["success"]

@@ -114,12 +114,9 @@ def _call_list(source: str) -> list[Proposal] | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
-    if not items or not all(isinstance(n, ast.Call) and _is_dotted_name(n.func) for n in items):
+    # Any call shape counts, even `__import__('os').system(...)`: the environment refuses it with an error
+    # observation the model can read, and never executes it.
+    if not items or not all(isinstance(n, ast.Call) for n in items):
         return None
     return [Proposal(source=ast.get_source_segment(source, n)) for n in items]
 
-
-def _is_dotted_name(node) -> bool:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name)
