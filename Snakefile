@@ -22,6 +22,6 @@ include: "rules/analysis.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

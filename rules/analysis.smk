@@ -2,8 +2,6 @@
 
 
 rule make_table:
-    message:
-        "table {wildcards.table}"
     input:
         runs=lambda wc: output_runs(wc.table),
     output:
@@ -16,19 +14,19 @@ rule make_table:
         md=layout.TABLE.replace("{ext}", "md"),
     log:
         "results/logs/tables/{table}.log",
-    params:
-        note=quoted(config.get("note", "")),
-    threads: 1
     conda:
         "../environment.yml"
+    threads: 1
+    params:
+        note=quoted(config.get("note", "")),
+    message:
+        "table {wildcards.table}"
     shell:
         "amd table {wildcards.table} --runs {input.runs} --note {params.note}"
         " --out {output.csv} {output.md} > {log} 2>&1"
 
 
 rule make_figure:
-    message:
-        "figure {wildcards.figure}"
     input:
         runs=lambda wc: output_runs(wc.figure),
     output:
@@ -40,11 +38,13 @@ rule make_figure:
         ),
     log:
         "results/logs/figures/{figure}.log",
-    params:
-        note=quoted(config.get("note", "")),
-    threads: 1
     conda:
         "../environment.yml"
+    threads: 1
+    params:
+        note=quoted(config.get("note", "")),
+    message:
+        "figure {wildcards.figure}"
     shell:
         "amd figure {wildcards.figure} --runs {input.runs} --note {params.note}"
         " --out {output} > {log} 2>&1"

@@ -25,6 +25,7 @@ TABLES = (
 )
 FIGURES = ("fig3_steps", "fig4_student_size", "fig5_k_sweep")
 SELF_TEACHER = "self"
+SAMPLING = ("temperature", "max_tokens")
 
 
 wildcard_constraints:
@@ -50,7 +51,9 @@ def agent_entry(name):
     """Teachers and students share one name space: a student can teach (Student Memory, `teachers: [self]`)."""
     entry = config["teachers"].get(name) or config["students"].get(name)
     if entry is None:
-        raise ConfigError(f"config: agent {name!r} is in neither `teachers` nor `students`")
+        raise ConfigError(
+            f"config: agent {name!r} is in neither `teachers` nor `students`"
+        )
     return entry
 
 
@@ -84,7 +87,17 @@ def cells(experiment):
         + ("representations", "memory_configs", "protocols", "seeds")
     ]
     for combo in itertools.product(*lists):
-        benchmark, student, teacher, writer, embedder, representation, memcfg, protocol, seed = combo
+        (
+            benchmark,
+            student,
+            teacher,
+            writer,
+            embedder,
+            representation,
+            memcfg,
+            protocol,
+            seed,
+        ) = combo
         teacher = student if teacher == SELF_TEACHER else teacher
         for k in k_values(experiment, memcfg) if memcfg != "zero_shot" else [{}]:
             yield dict(
@@ -135,8 +148,9 @@ def output_paths(name):
 
 
 def all_targets():
-    check_config()
-    names = {name for spec in config["experiments"].values() for name in spec["outputs"]}
+    names = {
+        name for spec in config["experiments"].values() for name in spec["outputs"]
+    }
     runs = {run for name in names for run in output_runs(name)}
     scores = [run.replace("trajectories.jsonl", "score.json") for run in sorted(runs)]
     return [path for name in sorted(names) for path in output_paths(name)] + scores
@@ -157,14 +171,18 @@ def check_config():
             for name in setting(experiment, key):
                 known = config[section]
                 if key == "teachers":
-                    known = {SELF_TEACHER: None} | config["teachers"] | config["students"]
+                    known = (
+                        {SELF_TEACHER: None} | config["teachers"] | config["students"]
+                    )
                 if name not in known:
                     raise ConfigError(
                         f"config: experiments.{experiment}.{key}: {name!r} is not defined under `{section}`"
                     )
     clash = set(config["teachers"]) & set(config["students"])
     if clash:
-        raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
+        raise ConfigError(
+            f"config: {sorted(clash)} defined both under `teachers` and `students`"
+        )
 
 
 # ---- pieces of command lines (each a slice of config) ----
@@ -184,14 +202,21 @@ def agent_args(name):
 
 
 def run_args(name):
-    """Sampling and step limits shared by every `amd run`, with the agent's own overrides."""
+    """Step limits, sampling and concurrency of `amd run`, with the agent's own overrides. The oracle samples
+    nothing, so sampling settings are left out of its command (changing them must not rerun it).
+    """
+    entry = agent_entry(name)
     settings = config["run"] | {
-        key: value for key, value in agent_entry(name).items() if key in config["run"]
+        key: value for key, value in entry.items() if key in config["run"]
     }
-    parts = [
-        f"--{key.replace('_', '-')} {quoted(value)}" for key, value in sorted(settings.items())
-    ]
-    return " ".join(parts)
+    if entry["spec"] == "oracle":
+        settings = {
+            key: value for key, value in settings.items() if key not in SAMPLING
+        }
+    return " ".join(
+        f"--{key.replace('_', '-')} {quoted(value)}"
+        for key, value in sorted(settings.items())
+    )
 
 
 def task_args(benchmark, role):
@@ -222,7 +247,9 @@ def memory_args(wildcards):
     ]
     delta = {t: v for t, v in defaults["delta"].items() if t in types}
     if delta:
-        parts.append("--delta " + ",".join(f"{t}={v}" for t, v in sorted(delta.items())))
+        parts.append(
+            "--delta " + ",".join(f"{t}={v}" for t, v in sorted(delta.items()))
+        )
     if wildcards.protocol == "cross_split":
         parts.append(f"--split-seed {defaults['split_seed']}")
     if defaults["per_turn"]:
@@ -230,13 +257,40 @@ def memory_args(wildcards):
     return " ".join(parts)
 
 
+def agent_of(wildcards):
+    """The acting agent of a run job: the student where there is one, else the teacher."""
+    return agent_entry(wildcards.get("student") or wildcards.teacher)
+
+
 def uses(spec, *prefixes):
     return 1 if str(spec).startswith(prefixes) else 0
 
 
-def model_resources(spec):
-    """Global caps: one embedded llama.cpp server at a time; hosted/remote API calls capped by `llm_api`."""
-    return {"local_llm": uses(spec, "local:"), "llm_api": uses(spec, "openai:", "vllm:")}
+def local_llm_slots(wildcards):
+    """Global cap `local_llm`: one embedded llama.cpp server at a time."""
+    return uses(agent_of(wildcards)["spec"], "local:")
+
+
+def api_slots(wildcards):
+    """Global cap `llm_api`: requests to hosted or already-running model servers."""
+    return uses(agent_of(wildcards)["spec"], "openai:", "vllm:")
+
+
+def bank_api_slots(wildcards):
+    """A memory build calls the API once per model-backed writer or embedder."""
+    specs = (
+        config["writers"][wildcards.writer]["spec"],
+        config["embedders"][wildcards.embedder]["spec"],
+    )
+    return sum(uses(spec, "openai:", "vllm:") for spec in specs)
+
+
+def agent_threads(wildcards):
+    return 2 if local_llm_slots(wildcards) else 1
+
+
+def serve_gpus(wildcards):
+    return agent_of(wildcards).get("serve", {}).get("gpus", 1)
 
 
 def log_path(path):
@@ -246,13 +300,17 @@ def log_path(path):
 def served_agents():
     """Agents whose jobs serve the model themselves with vLLM (a `serve:` block), as a wildcard regex."""
     agents = config["teachers"] | config["students"]
-    return "|".join(name for name, entry in agents.items() if "serve" in entry) or "(?!)"
+    return (
+        "|".join(name for name, entry in agents.items() if "serve" in entry) or "(?!)"
+    )
 
 
 def other_agents():
     agents = config["teachers"] | config["students"]
-    return "|".join(name for name, entry in agents.items() if "serve" not in entry) or "(?!)"
+    return (
+        "|".join(name for name, entry in agents.items() if "serve" not in entry)
+        or "(?!)"
+    )
 
 
-def serve_gpus(name):
-    return agent_entry(name).get("serve", {}).get("gpus", 1)
+check_config()

@@ -3,14 +3,17 @@
 
 
 rule build_memory:
-    message:
-        "memory bank {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     input:
         trajectories=layout.TEACHER_RUN,
     output:
         [f"{layout.BANK_DIR}/{name}" for name in layout.BANK_FILES],
     log:
-        log_path(layout.BANK_DIR + "/build.log"),
+        log_path(f"{layout.BANK_DIR}/build.log"),
+    conda:
+        "../environment.yml"
+    threads: 2
+    resources:
+        llm_api=bank_api_slots,
     params:
         bank=lambda wc: layout.BANK_DIR.format(**wc),
         writer=lambda wc: quoted(config["writers"][wc.writer]["spec"]),
@@ -18,14 +21,8 @@ rule build_memory:
         representation=lambda wc: ",".join(
             f"{t}={f}" for t, f in config["representations"][wc.representation].items()
         ),
-    threads: 2
-    resources:
-        llm_api=lambda wc: sum(
-            model_resources(config[section][name]["spec"])["llm_api"]
-            for section, name in (("writers", wc.writer), ("embedders", wc.embedder))
-        ),
-    conda:
-        "../environment.yml"
+    message:
+        "memory bank {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     shell:
         "amd memory build --trajectories {input.trajectories} --writer {params.writer}"
         " --embedder {params.embedder} --representation {params.representation}"

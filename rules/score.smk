@@ -2,8 +2,6 @@
 
 
 rule score_run:
-    message:
-        "score {input}"
     input:
         "results/{run}/trajectories.jsonl",
     output:
@@ -12,8 +10,10 @@ rule score_run:
         "results/logs/{run}/score.log",
     wildcard_constraints:
         run=r"[A-Za-z0-9_./-]+",
-    threads: 1
     conda:
         "../environment.yml"
+    threads: 1
+    message:
+        "score {input}"
     shell:
         "amd score {input} --json {output} > {log} 2>&1"

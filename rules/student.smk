@@ -2,25 +2,25 @@
 
 
 rule run_student_zero_shot:
-    message:
-        "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     output:
         layout.ZERO_SHOT_RUN,
     log:
         log_path(layout.ZERO_SHOT_RUN),
+    wildcard_constraints:
+        student=other_agents(),
+    conda:
+        "../environment.yml"
+    threads: agent_threads
+    resources:
+        local_llm=local_llm_slots,
+        llm_api=api_slots,
     params:
         launch=lambda wc: serve_prefix(wc.student),
         agent=lambda wc: agent_args(wc.student),
         run=lambda wc: run_args(wc.student),
         tasks=lambda wc: task_args(wc.benchmark, "student"),
-    wildcard_constraints:
-        student=other_agents(),
-    threads: lambda wc: 2 if model_resources(agent_entry(wc.student)["spec"])["local_llm"] else 1
-    resources:
-        local_llm=lambda wc: model_resources(agent_entry(wc.student)["spec"])["local_llm"],
-        llm_api=lambda wc: model_resources(agent_entry(wc.student)["spec"])["llm_api"],
-    conda:
-        "../environment.yml"
+    message:
+        "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
         "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
         " {params.run} --seed {wildcards.seed} --no-progress > {log} 2>&1"
@@ -30,14 +30,12 @@ use rule run_student_zero_shot as run_student_zero_shot_served with:
     wildcard_constraints:
         student=served_agents(),
     resources:
-        gpu=lambda wc: serve_gpus(wc.student),
+        gpu=serve_gpus,
         local_llm=0,
         llm_api=0,
 
 
 rule run_student_memory:
-    message:
-        "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     input:
         bank=f"{layout.BANK_DIR}/manifest.json",
         indexes=[f"{layout.BANK_DIR}/{name}" for name in layout.BANK_FILES[1:]],
@@ -45,6 +43,15 @@ rule run_student_memory:
         layout.MEMORY_RUN,
     log:
         log_path(layout.MEMORY_RUN),
+    wildcard_constraints:
+        student=other_agents(),
+        memcfg="|".join(name for name in MEMCFG_TYPES if name != "zero_shot"),
+    conda:
+        "../environment.yml"
+    threads: agent_threads
+    resources:
+        local_llm=local_llm_slots,
+        llm_api=api_slots,
     params:
         launch=lambda wc: serve_prefix(wc.student),
         agent=lambda wc: agent_args(wc.student),
@@ -52,15 +59,8 @@ rule run_student_memory:
         tasks=lambda wc: task_args(wc.benchmark, "student"),
         bank=lambda wc: layout.BANK_DIR.format(**wc),
         memory=memory_args,
-    wildcard_constraints:
-        student=other_agents(),
-        memcfg="|".join(name for name in MEMCFG_TYPES if name != "zero_shot"),
-    threads: lambda wc: 2 if model_resources(agent_entry(wc.student)["spec"])["local_llm"] else 1
-    resources:
-        local_llm=lambda wc: model_resources(agent_entry(wc.student)["spec"])["local_llm"],
-        llm_api=lambda wc: model_resources(agent_entry(wc.student)["spec"])["llm_api"],
-    conda:
-        "../environment.yml"
+    message:
+        "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:
         "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
         " {params.run} --seed {wildcards.seed} --memory {params.bank} {params.memory}"
@@ -72,6 +72,6 @@ use rule run_student_memory as run_student_memory_served with:
         student=served_agents(),
         memcfg="|".join(name for name in MEMCFG_TYPES if name != "zero_shot"),
     resources:
-        gpu=lambda wc: serve_gpus(wc.student),
+        gpu=serve_gpus,
         local_llm=0,
         llm_api=0,

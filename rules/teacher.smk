@@ -2,25 +2,25 @@
 
 
 rule run_teacher:
-    message:
-        "teacher {wildcards.teacher} on {wildcards.benchmark}"
     output:
         layout.TEACHER_RUN,
     log:
         log_path(layout.TEACHER_RUN),
+    wildcard_constraints:
+        teacher=other_agents(),
+    conda:
+        "../environment.yml"
+    threads: 1
+    resources:
+        local_llm=local_llm_slots,
+        llm_api=api_slots,
     params:
         launch=lambda wc: serve_prefix(wc.teacher),
         agent=lambda wc: agent_args(wc.teacher),
         run=lambda wc: run_args(wc.teacher),
         tasks=lambda wc: task_args(wc.benchmark, "teacher"),
-    wildcard_constraints:
-        teacher=other_agents(),
-    threads: 1
-    resources:
-        local_llm=lambda wc: model_resources(agent_entry(wc.teacher)["spec"])["local_llm"],
-        llm_api=lambda wc: model_resources(agent_entry(wc.teacher)["spec"])["llm_api"],
-    conda:
-        "../environment.yml"
+    message:
+        "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
         "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
         " {params.run} --no-progress > {log} 2>&1"
@@ -30,6 +30,6 @@ use rule run_teacher as run_teacher_served with:
     wildcard_constraints:
         teacher=served_agents(),
     resources:
-        gpu=lambda wc: serve_gpus(wc.teacher),
+        gpu=serve_gpus,
         local_llm=0,
         llm_api=0,

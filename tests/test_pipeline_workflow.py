@@ -1,0 +1,168 @@
+"""The Snakemake workflow: config validation, dry-runs of both grids, and rerun precision.
+
+Runs happen in a copy of the workflow under tmp_path with a stand-in `amd` (tests/slurm/fake_amd.py) first on
+PATH, so jobs take milliseconds and the real analysis code still makes the tables.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+WORKFLOW_FILES = ("Snakefile", "rules", "schemas", "config", "report", "profiles", "environment.yml")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A copy of the workflow with a fake `amd` on PATH; returns (dir, env)."""
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "amd"
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests/slurm/fake_amd.py"}" "$@"\n')
+    fake.chmod(0o755)
+    env = os.environ | {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+                        "FAKE_AMD_LOG": str(tmp_path / "amd_calls.jsonl"), "PYTHONPATH": str(REPO)}
+    return tmp_path, env
+
+
+def snakemake(where, env, *args, check=True):
+    result = subprocess.run([str(SNAKEMAKE), *args], cwd=where, env=env, capture_output=True, text=True,
+                            timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def planned_jobs(result) -> dict:
+    """The 'Job stats' table of a dry-run as {rule: count} (empty when nothing is to be done)."""
+    text = result.stdout + result.stderr
+    if "Nothing to be done" in text:
+        return {}
+    block = text.split("Job stats:", 1)[1]
+    counts = {}
+    for line in block.splitlines()[3:]:
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if not match:
+            break
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def overlay(where, name, data) -> str:
+    path = Path(where) / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_default_config_plans_the_small_ablation(workdir):
+    where, env = workdir
+    jobs = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2"))
+    assert jobs == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1, "run_student_memory": 2,
+                    "score_run": 4, "make_table": 1, "make_figure": 1, "all": 1, "total": 12}
+
+
+def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
+    where, env = workdir
+    started = time.monotonic()
+    result = snakemake(where, env, "-n", "all", "--cores", "8", "--configfile", "config/paper.yaml")
+    took_all = time.monotonic() - started
+    jobs = planned_jobs(result)
+    assert jobs["make_table"] == 6 and jobs["make_figure"] == 3
+    assert jobs["run_student_memory_served"] > 100 and "run_student_memory" not in jobs
+    started = time.monotonic()
+    k_sweep = planned_jobs(snakemake(where, env, "-n", "results/fig5_k_sweep.pdf", "--cores", "8",
+                                     "--configfile", "config/paper.yaml"))
+    took_fig5 = time.monotonic() - started
+    # base k plus k = 2..5 for each of wf, st, fn; two seeds each
+    assert k_sweep["run_student_memory_served"] == (1 + 3 * 4) * 2
+    assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
+
+
+def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):
+    where, env = workdir
+    result = snakemake(where, env, "-n", "results/fig4_student_size.pdf", "--configfile", "config/paper.yaml",
+                       "--profile", "profiles/slurm")
+    assert planned_jobs(result)["run_student_memory_served"] == 8
+
+
+def test_a_bad_value_is_rejected_before_any_job_naming_the_key(workdir):
+    where, env = workdir
+    bad = overlay(where, "bad.yaml", {"defaults": {"protocol": "leaky"}})
+    result = snakemake(where, env, "all", "--cores", "2", "--configfile", bad, check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "instance['defaults']['protocol']" in output and "'leaky' is not one of" in output
+    assert not (where / "amd_calls.jsonl").exists()
+    unknown = overlay(where, "unknown.yaml", {"experiments": {"ablation": {"students": ["nobody"]}}})
+    result = snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", unknown, check=False)
+    assert result.returncode != 0
+    assert "experiments.ablation.students: 'nobody' is not defined" in result.stdout + result.stderr
+
+
+def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
+    where, env = workdir
+    snakemake(where, env, "all", "--cores", "2")
+    table = (where / "results/tables/table2_ablation.md").read_text()
+    assert "wf_st_fn" in table and "not the paper's effect sizes" in table
+    assert (where / "results/fig3_steps.pdf").read_bytes().startswith(b"%PDF")
+    assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2")) == {}
+
+    # k of subtask memory: only the wf_st_fn run uses it (new path), then its score, the table and figure
+    k = overlay(where, "k.yaml", {"defaults": {"k": {"wf": 1, "st": 2, "fn": 1}}})
+    assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", k)) == {
+        "run_student_memory": 1, "score_run": 1, "make_table": 1, "make_figure": 1, "all": 1, "total": 5}
+
+    # subtask delta: a params change of the one run that retrieves subtask memory
+    delta = overlay(where, "delta.yaml", {"defaults": {"delta": {"wf": 0.3, "st": 0.5}}})
+    assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", delta)) == {
+        "run_student_memory": 1, "score_run": 1, "make_table": 1, "make_figure": 1, "all": 1, "total": 5}
+
+    # sampling temperature: every student run, never the oracle teacher or the memory bank
+    temperature = overlay(where, "t.yaml", {"run": {"temperature": 0.7}})
+    assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", temperature)) == {
+        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "make_table": 1, "make_figure": 1,
+        "all": 1, "total": 9}
+
+    # one more student: its three runs and scores, then the outputs; teacher and bank are reused
+    student = overlay(where, "s.yaml", {
+        "students": {"qwen15": {"spec": "local:qwen2.5-coder-1.5b"}},
+        "experiments": {"ablation": {"students": ["qwen05", "qwen15"]}}})
+    calls_log = where / "amd_calls.jsonl"
+    before = len(calls_log.read_text().splitlines())
+    snakemake(where, env, "all", "--cores", "2", "--configfile", student)
+    calls = [json.loads(line) for line in calls_log.read_text().splitlines()[before:]]
+    assert sorted(call[0] for call in calls) == ["figure", "run", "run", "run", "score", "score", "score", "table"]
+    assert all("local:qwen2.5-coder-1.5b" in call for call in calls if call[0] == "run")
+    assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", student)) == {}
+
+
+def test_local_model_jobs_never_run_two_at_a_time(workdir):
+    where, env = workdir
+    times = where / "times.jsonl"
+    env = env | {"FAKE_AMD_RUN_SECONDS": "0.5", "FAKE_AMD_TIMES": str(times)}
+    seeds = overlay(where, "seeds.yaml", {"defaults": {"seeds": [0, 1]}})
+    snakemake(where, env, "all", "--cores", "8", "--configfile", seeds)
+    spans = sorted((r["start"], r["end"]) for r in map(json.loads, times.read_text().splitlines())
+                   if r["agent"].startswith("local:"))
+    assert len(spans) == 6
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+
+
+def test_lint_and_snakefmt_are_clean():
+    lint = subprocess.run([str(SNAKEMAKE), "--lint"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    fmt = subprocess.run([str(Path(sys.executable).parent / "snakefmt"), "--check", "Snakefile", "rules"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
