@@ -256,3 +256,27 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         load_bank(tmp_path)
     with pytest.raises(AmdError, match="unknown embedder"):
         build_bank([write_jsonl(tmp_path / "t.jsonl", [failed_task()])], "rules", "hash", tmp_path / "bank")
+
+
+def test_memory_cli_builds_shows_and_queries(tmp_path, capsys):
+    import argparse
+
+    from amd.memory.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+
+    def run(*argv):
+        args = parser.parse_args(["memory", *argv])
+        return args.handler(args)
+
+    path = write_jsonl(tmp_path / "t.jsonl", all_records())
+    assert run("build", "--trajectories", str(path), "--embedder", "hash:64", "--out", str(tmp_path / "b")) == 0
+    assert '"workflow": 4' in capsys.readouterr().out
+    assert run("show", str(tmp_path / "b"), "--n", "1") == 0
+    shown = capsys.readouterr().out
+    assert "writer rules" in shown and "[workflow:multi_turn_base_901:0]" in shown and "[function:" in shown
+    assert run("query", str(tmp_path / "b"), "Buy 100 shares of the first stock on my watchlist at its current "
+               "price.", "--type", "workflow", "--k", "2") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "== workflow" and lines[1].startswith("+1.000  workflow:multi_turn_base_902:0")

@@ -3,6 +3,7 @@
 import json
 import textwrap
 
+from amd.errors import AmdError
 from amd.memory.bank import RULES_WRITER, TYPES, build_bank, load_bank
 from amd.memory.embed import get_embedder
 from amd.memory.hooks import DEFAULT_DELTA
@@ -36,7 +37,11 @@ def register(subparsers) -> None:
 
 
 def run_build(args) -> int:
-    manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, json.loads(args.writer_params))
+    try:
+        writer_params = json.loads(args.writer_params)
+    except json.JSONDecodeError as error:
+        raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
+    manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, writer_params)
     print(f"bank {args.out}: {json.dumps(manifest['counts'])}; audit {json.dumps(manifest['audit'])}")
     return 0
 

@@ -68,7 +68,7 @@ def _typed_arguments(call: dict) -> str:
 def _precondition(benchmark, calls) -> str:
     _, first, _ = calls[0]
     name = qualified_name(benchmark, first["name"])
-    placeholders = sorted({placeholder_for(v, k) for k, v in first["arguments"].items()})
+    placeholders = sorted({placeholder_for(v, k) for k, v in first["arguments"].items() if not isinstance(v, bool)})
     if placeholders:
         return f"Precondition: have {', '.join(placeholders)} from the user request before calling {name}."
     return f"Precondition: call {name} first to read the current state."
