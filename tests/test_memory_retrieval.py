@@ -212,3 +212,21 @@ def test_injection_records_follow_the_trajectory_schema(bank_dir):
     rec["turns"][0]["steps"][0]["injected_memory"] = hints
     validate(json.loads(json.dumps(rec)))
     assert system and hints
+
+
+def test_bank_representation_is_the_default_and_a_run_may_override_it(tmp_path):
+    from amd.memory.render import parse_representation
+
+    chosen = parse_representation("wf=code, st=prose")
+    assert chosen == {"workflow": "code", "subtask": "prose", "function": "code"}
+    build_bank([write_jsonl(tmp_path / "t.jsonl", all_records())], "rules", EMBEDDER, tmp_path / "bank",
+               representation=chosen)
+    hooks = load_memory_hooks(tmp_path / "bank", "wf_st", protocol="shared", delta=-1.0)
+    assert hooks.describe()["representation"] == {"workflow": "code", "subtask": "prose"}
+    text, _ = hooks.proactive("x", "Buy shares.", lambda _: ["place order"])
+    assert "Precondition" not in text and "The agent called" in text
+    override = load_memory_hooks(tmp_path / "bank", "wf", protocol="shared", delta=-1.0,
+                                 representation={"workflow": "prose"})
+    assert "Precondition" in override.proactive("x", "Buy shares.", labels_of)[0]
+    with pytest.raises(AmdError, match="bad memory representation"):
+        parse_representation("wf=yaml")

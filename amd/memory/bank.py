@@ -25,7 +25,7 @@ import amd
 from amd.errors import AmdError
 from amd.memory.builders import BuildResult, build_entries, successful
 from amd.memory.embed import get_embedder
-from amd.memory.render import DEFAULT_REPRESENTATION
+from amd.memory.render import REPRESENTATIONS, check_representation
 from amd.schema import read_trajectories
 
 BANK_SCHEMA = "amd.memory_bank/1"
@@ -41,8 +41,10 @@ def sha256_file(path) -> str:
 # ---- build -----------------------------------------------------------------------------------------------------
 
 def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
-               writer_params: dict | None = None) -> dict:
-    """Distill the successful trajectories of `trajectory_paths` into a bank at `out_dir`; returns the manifest."""
+               writer_params: dict | None = None, representation: dict | None = None) -> dict:
+    """Distill the successful trajectories of `trajectory_paths` into a bank at `out_dir`; returns the manifest.
+    `representation` ({type: prose|code}) is the bank's default rendering; both forms are stored either way."""
+    representation = check_representation(representation)
     embedder = get_embedder(embedder_spec)
     sources, records = [], []
     for path in trajectory_paths:
@@ -57,7 +59,7 @@ def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
         "writer": _writer_description(writer, writer_params or {}),
         "embedder": embedder.spec, "dim": embedder.dim,
-        "representation": {"stored": ["prose", "code"], "default": DEFAULT_REPRESENTATION},
+        "representation": {"stored": list(REPRESENTATIONS), "default": representation},
         "sources": sources,
         "agents": _unique([r["agent"] for r in used]),
         "benchmarks": sorted({r["benchmark"] for r in records}),

@@ -7,6 +7,7 @@ from amd.errors import AmdError
 from amd.memory.bank import RULES_WRITER, TYPES, build_bank, load_bank
 from amd.memory.embed import get_embedder
 from amd.memory.hooks import DEFAULT_DELTA
+from amd.memory.render import parse_representation
 
 
 def register(subparsers) -> None:
@@ -20,6 +21,9 @@ def register(subparsers) -> None:
     build.add_argument("--writer-params", default="{}", help="JSON sampling params for the writer model")
     build.add_argument("--embedder", required=True,
                        help="local:all-minilm-l6-v2, openai:text-embedding-3-small, or hash:DIM (tests only)")
+    build.add_argument("--representation", default="",
+                       help="the bank's default rendering, e.g. wf=prose,st=code,fn=code (the paper's best, used "
+                            "when not given); both forms are stored")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
     build.set_defaults(handler=run_build)
 
@@ -41,7 +45,8 @@ def run_build(args) -> int:
         writer_params = json.loads(args.writer_params)
     except json.JSONDecodeError as error:
         raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
-    manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, writer_params)
+    manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, writer_params,
+                          parse_representation(args.representation))
     print(f"bank {args.out}: {json.dumps(manifest['counts'])}; audit {json.dumps(manifest['audit'])}")
     return 0
 

@@ -39,7 +39,8 @@ def config_types(config: str) -> tuple[str, ...]:
 def load_memory_hooks(bank_dir, config: str, protocol: str = "self_excluded", k=None, delta=None,
                       split_seed: int = 0, per_turn: bool = False, representation: dict | None = None):
     """Hooks for `config` over the bank at `bank_dir`, or None for zero_shot.
-    `k`/`delta`: a number for every type or a dict per type; `representation`: {type: "prose"|"code"}."""
+    `k`/`delta`: a number for every type or a dict per type; `representation`: {type: "prose"|"code"}, over the
+    bank's default."""
     types = config_types(config)
     check_protocol(protocol)
     if not types:
@@ -54,7 +55,8 @@ def load_memory_hooks(bank_dir, config: str, protocol: str = "self_excluded", k=
                     "paper's main protocol)")
     return BankMemoryHooks(bank, config, types, protocol, _per_type(k, DEFAULT_K, "k"),
                            _per_type(delta, DEFAULT_DELTA, "delta"), split_seed, memory_ids, per_turn,
-                           check_representation(representation), str(bank_dir))
+                           check_representation(representation, bank.manifest["representation"]["default"]),
+                           str(bank_dir))
 
 
 def _per_type(value, defaults: dict, what: str) -> dict:

@@ -1,7 +1,9 @@
 """Memory entries as text blocks for the agent, in the prose or code representation (paper Table 4).
 
-Entries store both renderings; the representation is chosen here, at render time, per memory type. The default is
-the paper's best: workflow as prose, subtask and function as code. Blocks use prompts/memory_block_*.md.
+Entries store both renderings; the representation is chosen here, at render time, per memory type: the bank's
+manifest names a default (`amd memory build --representation`, else the paper's best: workflow as prose, subtask
+and function as code) and `load_memory_hooks(representation=...)` may override it. Blocks use
+prompts/memory_block_*.md.
 """
 
 from amd.errors import AmdError
@@ -9,10 +11,20 @@ from amd.prompts import load_prompt
 
 DEFAULT_REPRESENTATION = {"workflow": "prose", "subtask": "code", "function": "code"}
 REPRESENTATIONS = ("prose", "code")
+TYPE_ALIASES = {"wf": "workflow", "st": "subtask", "fn": "function"}
 
 
-def check_representation(representation: dict | None) -> dict:
-    chosen = {**DEFAULT_REPRESENTATION, **(representation or {})}
+def parse_representation(text: str) -> dict:
+    """'wf=code,st=prose' (aliases or full type names) -> {"workflow": "code", "subtask": "prose"}."""
+    chosen = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, form = item.partition("=")
+        chosen[TYPE_ALIASES.get(name.strip(), name.strip())] = form.strip()
+    return check_representation(chosen)
+
+
+def check_representation(representation: dict | None, base: dict | None = None) -> dict:
+    chosen = {**DEFAULT_REPRESENTATION, **(base or {}), **(representation or {})}
     for memory_type, form in chosen.items():
         if memory_type not in DEFAULT_REPRESENTATION or form not in REPRESENTATIONS:
             raise AmdError(f"bad memory representation {memory_type}={form!r}; types: "
