@@ -184,6 +184,7 @@ def test_model_writer_builds_valid_entries_and_counts_repairs(tmp_path):
     bank = load_bank(tmp_path / "bank")
     assert manifest["writer"]["kind"] == "model" and manifest["writer"]["spec"].startswith("vllm:scripted@")
     assert {s["label"] for s in bank.entries["subtask"]} <= {"prepare the inputs", "apply the change"}
+    assert [e["source_task_id"] for e in bank.entries["workflow"]] == manifest["successful_task_ids"]  # in order
     for entry in bank.entries["workflow"]:
         rec = next(r for r in all_records() if r["task_id"] == entry["source_task_id"])
         assert entry["insight"].startswith("Call ") and concrete_values_left(entry["insight"], rec) == []

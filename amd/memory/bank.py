@@ -41,10 +41,13 @@ def sha256_file(path) -> str:
 # ---- build -----------------------------------------------------------------------------------------------------
 
 def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
-               writer_params: dict | None = None, representation: dict | None = None) -> dict:
+               writer_params: dict | None = None, representation: dict | None = None,
+               writer_concurrency: int = 4) -> dict:
     """Distill the successful trajectories of `trajectory_paths` into a bank at `out_dir`; returns the manifest.
     `representation` ({type: prose|code}) is the bank's default rendering; both forms are stored either way."""
     representation = check_representation(representation)
+    if writer_concurrency < 1:
+        raise AmdError(f"writer concurrency must be at least 1, got {writer_concurrency}")
     embedder = get_embedder(embedder_spec)
     sources, records = [], []
     for path in trajectory_paths:
@@ -53,7 +56,7 @@ def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
                         "successful": sum(r["success"] is True for r in file_records)})
         records.extend(file_records)
     used = successful(records)
-    result = _distill(used, writer, writer_params or {})
+    result = _distill(used, writer, writer_params or {}, writer_concurrency)
     vectors = {t: embedder.embed([e[EMBEDDED_FIELD[t]] for e in getattr(result, t)], progress=True) for t in TYPES}
     manifest = {
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
@@ -73,21 +76,30 @@ def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
     return manifest
 
 
-def _distill(records: list[dict], writer: str, writer_params: dict) -> BuildResult:
+def _distill(records: list[dict], writer: str, writer_params: dict, concurrency: int) -> BuildResult:
+    """Entries of every record, in record order; a model writer serves `concurrency` records at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tqdm import tqdm
 
-    result = BuildResult()
-    progress = {"desc": "distilling", "unit": "task", "file": sys.stderr, "disable": len(records) < 2}
+    progress = {"desc": "distilling", "unit": "task", "file": sys.stderr, "disable": len(records) < 2,
+                "total": len(records)}
     if writer == RULES_WRITER:
-        for record in tqdm(records, **progress):
-            build_entries(record, None, result)
-        return result
+        return _merge(build_entries(record) for record in tqdm(records, **progress))
     from amd.llm import open_model
 
-    with open_model(writer, writer_params) as model:
-        for record in tqdm(records, **progress):
-            build_entries(record, lambda messages: model.chat(messages), result)
-    return result
+    with open_model(writer, writer_params) as model, ThreadPoolExecutor(concurrency) as pool:
+        chat = model.chat  # thread-safe
+        return _merge(tqdm(pool.map(lambda record: build_entries(record, chat), records), **progress))
+
+
+def _merge(results) -> BuildResult:
+    merged = BuildResult()
+    for result in results:
+        for memory_type in TYPES:
+            getattr(merged, memory_type).extend(getattr(result, memory_type))
+        merged.audit.update(result.audit)
+    return merged
 
 
 def _writer_description(writer: str, params: dict) -> dict:

@@ -44,9 +44,9 @@ def successful(records: list[dict]) -> list[dict]:
     return kept
 
 
-def build_entries(record: dict, chat=None, result: BuildResult | None = None) -> BuildResult:
+def build_entries(record: dict, chat=None) -> BuildResult:
     """All entries of one successful record. `chat` (messages -> ChatReply) selects the model writer."""
-    result = result or BuildResult()
+    result = BuildResult()
     steps = steps_of(record)
     workflow = workflow_entry(record, steps, chat, result.audit)
     if workflow:

@@ -18,7 +18,9 @@ def register(subparsers) -> None:
     build.add_argument("--trajectories", nargs="+", required=True, help="trajectory JSONL files")
     build.add_argument("--writer", default=RULES_WRITER,
                        help="'rules' (deterministic, model-free) or a model spec such as openai:gpt-5-mini")
-    build.add_argument("--writer-params", default="{}", help="JSON sampling params for the writer model")
+    build.add_argument("--writer-params", default='{"max_tokens": 2048}',
+                       help="JSON params for the writer model (amd.llm.client: sampling and transport)")
+    build.add_argument("--writer-concurrency", type=int, default=4, help="trajectories written at once")
     build.add_argument("--embedder", required=True,
                        help="local:all-minilm-l6-v2, openai:text-embedding-3-small, or hash:DIM (tests only)")
     build.add_argument("--representation", default="",
@@ -46,7 +48,7 @@ def run_build(args) -> int:
     except json.JSONDecodeError as error:
         raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
     manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, writer_params,
-                          parse_representation(args.representation))
+                          parse_representation(args.representation), args.writer_concurrency)
     print(f"bank {args.out}: {json.dumps(manifest['counts'])}; audit {json.dumps(manifest['audit'])}")
     return 0
 
