@@ -71,6 +71,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.capacity) if self.capacity else None
         self.in_flight = self.max_in_flight = 0
+        self.busy_s = 0.0  # time spent inside request handlers (the "model" side), for overhead benches
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
@@ -94,6 +95,10 @@ class ScriptedServer:
     def _record(self, received: Received) -> None:
         with self._lock:
             self.requests.append(received)
+
+    def _add_busy(self, seconds: float) -> None:
+        with self._lock:
+            self.busy_s += seconds
 
     def _enter_slot(self) -> None:
         if self._slots:
@@ -139,6 +144,13 @@ def _handler_for(server: ScriptedServer):
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
 
         def do_POST(self):
+            started = time.perf_counter()
+            try:
+                self._post()
+            finally:
+                server._add_busy(time.perf_counter() - started)
+
+        def _post(self):
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
                 body = json.loads(raw)
