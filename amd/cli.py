@@ -8,7 +8,6 @@
 
 import argparse
 import importlib
-import importlib.util
 import logging
 import sys
 
@@ -41,8 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_score(commands)
     for module in ("amd.memory.cli", "amd.analysis.cli"):
-        if importlib.util.find_spec(module):  # TEMPORARY
-            importlib.import_module(module).register(commands)
+        importlib.import_module(module).register(commands)
     return parser
 
 
