@@ -188,6 +188,19 @@ def check_config():
 # ---- pieces of command lines (each a slice of config) ----
 
 
+PAPER_REPRESENTATION = {"wf": "prose", "st": "code", "fn": "code"}
+
+
+def representation_args(wildcards):
+    """--representation only where it differs from the paper's best (prose workflows, code subtasks/functions)."""
+    chosen = config["representations"][wildcards.representation]
+    if chosen == PAPER_REPRESENTATION:
+        return ""
+    return "--representation " + ",".join(
+        f"{t}={chosen[t]}" for t in ("wf", "st", "fn")
+    )
+
+
 def quoted(value):
     return shlex.quote(str(value))
 

@@ -18,12 +18,10 @@ rule build_memory:
         bank=lambda wc: layout.BANK_DIR.format(**wc),
         writer=lambda wc: quoted(config["writers"][wc.writer]["spec"]),
         embedder=lambda wc: quoted(config["embedders"][wc.embedder]["spec"]),
-        representation=lambda wc: ",".join(
-            f"{t}={f}" for t, f in config["representations"][wc.representation].items()
-        ),
+        representation=representation_args,
     message:
         "memory bank {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     shell:
         "amd memory build --trajectories {input.trajectories} --writer {params.writer}"
-        " --embedder {params.embedder} --representation {params.representation}"
+        " --embedder {params.embedder} {params.representation}"
         " --out {params.bank} > {log} 2>&1"

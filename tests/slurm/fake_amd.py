@@ -10,6 +10,7 @@ that long and logs its start and end to $FAKE_AMD_TIMES. Declared-but-missing be
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -58,6 +59,14 @@ def score(args):
         json.dump({"files": args.files}, handle)
 
 
+def serve_run(args):
+    """Like `amd serve-run` without a server: note the GPUs the job was given, run the command."""
+    with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
+        handle.write(json.dumps({"serve_run": args.model, "gpus": os.environ.get("SLURM_GPUS_ON_NODE")}) + "\n")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
+
+
 def parser():
     top = argparse.ArgumentParser(prog="amd")
     commands = top.add_subparsers(dest="command", required=True)
@@ -76,13 +85,19 @@ def parser():
     r.set_defaults(handler=run)
     memory = commands.add_parser("memory").add_subparsers(dest="verb", required=True)
     b = memory.add_parser("build")
-    for flag in ("--trajectories", "--writer", "--embedder", "--out", "--representation"):
+    for flag in ("--trajectories", "--writer", "--embedder", "--out"):
         b.add_argument(flag, required=True)
+    b.add_argument("--representation")
     b.set_defaults(handler=memory_build)
     s = commands.add_parser("score")
     s.add_argument("files", nargs="+")
     s.add_argument("--json", required=True)
     s.set_defaults(handler=score)
+    serve = commands.add_parser("serve-run")
+    serve.add_argument("--model", required=True)
+    serve.add_argument("--serve-args", default="")
+    serve.add_argument("command", nargs=argparse.REMAINDER)
+    serve.set_defaults(handler=serve_run)
     from amd.analysis.cli import register
 
     register(commands)
