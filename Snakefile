@@ -13,6 +13,9 @@ configfile: "config/config.yaml"
 validate(config, "schemas/config.schema.yaml")
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/teacher.smk"
 include: "rules/memory.smk"
