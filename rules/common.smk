@@ -57,15 +57,29 @@ def agent_entry(name):
     return entry
 
 
+# A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one.
+CELL_LISTS = {
+    "benchmark": "benchmarks",
+    "student": "students",
+    "teacher": "teachers",
+    "writer": "writers",
+    "embedder": "embedders",
+    "representation": "representations",
+    "memcfg": "memory_configs",
+    "protocol": "protocols",
+    "seed": "seeds",
+}
+
+
 def setting(experiment, key):
-    """An experiment's list for `key`, else the default as a one-item list."""
+    """An experiment's list for `key` (e.g. "teachers"), else the default as a one-item list."""
     spec = config["experiments"][experiment]
     if key in spec:
         return spec[key]
-    plural_of = {"teachers": "teacher", "writers": "writer", "embedders": "embedder"}
-    plural_of |= {"representations": "representation", "protocols": "protocol"}
-    default = config["defaults"][plural_of.get(key, key)]
-    return default if key == "seeds" else [default]
+    if key == "seeds":
+        return config["defaults"]["seeds"]
+    singular = next(name for name, plural in CELL_LISTS.items() if plural == key)
+    return [config["defaults"][singular]]
 
 
 def k_values(experiment, memcfg):
@@ -81,37 +95,15 @@ def k_values(experiment, memcfg):
 
 def cells(experiment):
     """Every student run of one experiment, as dicts of path names (plus k as a dict)."""
-    lists = [
-        setting(experiment, key)
-        for key in ("benchmarks", "students", "teachers", "writers", "embedders")
-        + ("representations", "memory_configs", "protocols", "seeds")
-    ]
+    names = list(CELL_LISTS)
+    lists = [setting(experiment, CELL_LISTS[name]) for name in names]
     for combo in itertools.product(*lists):
-        (
-            benchmark,
-            student,
-            teacher,
-            writer,
-            embedder,
-            representation,
-            memcfg,
-            protocol,
-            seed,
-        ) = combo
-        teacher = student if teacher == SELF_TEACHER else teacher
-        for k in k_values(experiment, memcfg) if memcfg != "zero_shot" else [{}]:
-            yield dict(
-                benchmark=benchmark,
-                student=student,
-                teacher=teacher,
-                writer=writer,
-                embedder=embedder,
-                representation=representation,
-                memcfg=memcfg,
-                protocol=protocol,
-                k=k,
-                seed=seed,
-            )
+        cell = dict(zip(names, combo))
+        if cell["teacher"] == SELF_TEACHER:
+            cell["teacher"] = cell["student"]
+        memory_types = MEMCFG_TYPES[cell["memcfg"]]
+        for k in k_values(experiment, cell["memcfg"]) if memory_types else [{}]:
+            yield cell | {"k": k}
 
 
 def run_path(cell):
@@ -296,6 +288,11 @@ def bank_api_slots(wildcards):
         config["embedders"][wildcards.embedder]["spec"],
     )
     return sum(uses(spec, "openai:", "vllm:") for spec in specs)
+
+
+def bank_local_slots(wildcards):
+    """A model writer on the embedded llama.cpp server takes the one `local_llm` slot."""
+    return uses(config["writers"][wildcards.writer]["spec"], "local:")
 
 
 def agent_threads(wildcards):

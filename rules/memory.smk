@@ -14,6 +14,7 @@ rule build_memory:
     threads: 2
     resources:
         llm_api=bank_api_slots,
+        local_llm=bank_local_slots,
     params:
         bank=lambda wc: layout.BANK_DIR.format(**wc),
         writer=lambda wc: quoted(config["writers"][wc.writer]["spec"]),
