@@ -10,6 +10,9 @@ STATE=/var/run/amd-test-slurm
 HOST=$(hostname)
 
 start() {
+    if sinfo -h >/dev/null 2>&1; then
+        return 0    # a cluster already answers: use it as it is
+    fi
     mkdir -p "$STATE" /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
     if [ ! -s /etc/munge/munge.key ]; then
         dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
