@@ -180,14 +180,9 @@ def check_config():
 # ---- pieces of command lines (each a slice of config) ----
 
 
-PAPER_REPRESENTATION = {"wf": "prose", "st": "code", "fn": "code"}
-
-
 def representation_args(wildcards):
-    """--representation only where it differs from the paper's best (prose workflows, code subtasks/functions)."""
+    """The bank's rendering per memory type (prose or code), e.g. wf=prose,st=code,fn=code."""
     chosen = config["representations"][wildcards.representation]
-    if chosen == PAPER_REPRESENTATION:
-        return ""
     return "--representation " + ",".join(
         f"{t}={chosen[t]}" for t in ("wf", "st", "fn")
     )
