@@ -172,6 +172,6 @@ def test_local_model_jobs_never_run_two_at_a_time(workdir):
 def test_lint_and_snakefmt_are_clean():
     lint = subprocess.run([str(SNAKEMAKE), "--lint"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
-    fmt = subprocess.run([str(Path(sys.executable).parent / "snakefmt"), "--check", "Snakefile", "rules"],
+    fmt = subprocess.run([str(Path(sys.executable).parent / "snakefmt"), "--check", "."],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
