@@ -37,7 +37,7 @@ def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="m
     return str(full)
 
 
-BANK = dict(teacher="gpt5mini", writer="w", embedder="e", representation="amd", protocol="self_excluded")
+BANK = {"teacher": "gpt5mini", "writer": "w", "embedder": "e", "representation": "amd", "protocol": "self_excluded"}
 
 
 def student_run(root, student, spec, memcfg, seed, outcomes, k="wf1_st1_fn1", **cell):
@@ -141,7 +141,7 @@ def test_k_sweep_figure_and_cli_write_a_pdf(tmp_path):
                         k=layout.format_k({"wf": 1, "st": k, "fn": 1}, ("wf", "st", "fn")))
             for k in (1, 2, 3)]
     fig = figures.fig5_k_sweep(load_runs(runs))
-    st_line = [line for line in fig.axes[0].lines if line.get_label() == "st"][0]
+    st_line = next(line for line in fig.axes[0].lines if line.get_label() == "st")
     assert list(st_line.get_xdata()) == [1, 2, 3]
     assert list(st_line.get_ydata()) == pytest.approx([100 * 5 / 6, 100 * 4 / 6, 100 * 3 / 6])
 

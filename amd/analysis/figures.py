@@ -5,11 +5,11 @@ import re
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from amd.analysis.reference import CITATION, load_reference  # noqa: E402
-from amd.analysis.tables import AMD_CONFIG, _students, aggregate  # noqa: E402
-from amd.errors import AmdError, did_you_mean  # noqa: E402
+from amd.analysis.reference import CITATION, load_reference
+from amd.analysis.tables import AMD_CONFIG, _students, aggregate
+from amd.errors import AmdError, did_you_mean
 
 HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
 MARKERS = {"wf": "o", "st": "s", "fn": "^"}
