@@ -24,9 +24,10 @@ def run_from_args(args) -> int:
     memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
                                   parse_per_type(args.delta, "--delta", float))
     if args.protocol == "cross_split" and memory is not None:
-        from amd.memory.protocols import split_tasks
+        from amd.memory.protocols import eval_task_ids
 
-        eval_side = set(split_tasks(benchmark.task_ids(), args.split_seed)[1])
+        # The split is over the bank's own task ids, the same list the hooks split, so the two always agree.
+        eval_side = set(eval_task_ids(args.memory, args.split_seed))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
         log.info("cross_split (seed %d): %d tasks on the evaluation side", args.split_seed, len(task_ids))
     limits = Limits(max_steps_per_turn=args.max_steps_per_turn, max_steps=args.max_steps)

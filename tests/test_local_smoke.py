@@ -1,0 +1,43 @@
+"""Smoke test against the real embedded model: a BFCL task through `amd run`, offline, on the CPU.
+
+Slow (a cold 3.4k-token prefill on 2 cores is about a minute), so it is marked slow. The model is tiny and rarely
+solves a task; the test checks that its real text and the official checker's verdict land in the trajectory, and
+that a rerun after deleting the output makes no model request.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TASK = "multi_turn_base_104"  # TradingBot only: the smallest tool-doc prompt (notes/local-llm.md)
+
+
+def run_local(out, cache):
+    argv = [sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", "local:qwen2.5-coder-0.5b", "--tasks", TASK,
+            "--max-steps", "6", "--max-tokens", "128", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "AMD_CACHE_DIR": str(cache)}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_local_model_runs_a_bfcl_task_offline(tmp_path):
+    out, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    record = run_local(out, cache)
+    steps = [step for turn in record["turns"] for step in turn["steps"]]
+    assert record["agent"]["spec"] == "local:qwen2.5-coder-0.5b" and record["agent"]["kind"] == "model"
+    assert steps and all(step["model_text"] for step in steps)  # the model's real text
+    assert record["tokens"]["prompt"] > 1000 and record["model_requests"] >= len(steps)
+    assert "valid" in record["checker"]  # the official checker's verdict is stored
+    assert record["success"] == (record["checker"]["valid"] and record["status"] == "finished")
+    out.unlink()
+    again = run_local(out, cache)
+    again_steps = [step for turn in again["turns"] for step in turn["steps"]]
+    assert again["model_requests"] == 0 and all(step["cached"] for step in again_steps)
+    assert [s["model_text"] for s in again_steps] == [s["model_text"] for s in steps]
+    assert again["decoded_calls"] == record["decoded_calls"] and again["success"] == record["success"]
