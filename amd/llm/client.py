@@ -9,7 +9,6 @@ import time
 from dataclasses import asdict, dataclass
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
@@ -83,7 +82,7 @@ class ChatModel:
         sampling = {k: self.params[k] for k in SAMPLING_DEFAULTS if self.params[k] is not None}
         key_inputs = {"model": self.identity, "messages": messages, "tools": sent_tools, "sampling": sampling,
                       "extra_body": self._extra_body}
-        key = request_key(key_inputs)
+        key = request_key(key_inputs) if self._cache else None
         reply = self._cached(key)
         if reply is None:
             reply = self._request(self._request_args(messages, sent_tools, sampling))
@@ -127,7 +126,7 @@ class ChatModel:
             # The SDK's own POST, minus `chat.completions.create`'s recursive typed-dict transform of messages and
             # tools, which alone cost ~30 ms per BFCL-sized request (bench/bench_pipeline_step.py).
             body = {name: value for name, value in args.items() if name not in ("timeout", "extra_body")}
-            completion = self._client.post("/chat/completions", cast_to=ChatCompletion,
+            completion = self._client.post("/chat/completions", cast_to=object,
                                            body={**body, **(args.get("extra_body") or {})},
                                            options={"timeout": args["timeout"]})
             return _to_reply(completion)
@@ -151,19 +150,21 @@ class ChatModel:
 
 
 def _to_reply(completion) -> ChatReply | _Failure:
-    choices = getattr(completion, "choices", None) if isinstance(completion, ChatCompletion) else None
-    if not choices:
+    """Read the completion's JSON by hand: no pydantic model per step, and every odd shape is a retryable failure."""
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return _Failure("malformed response: no choices", True)
-    message = getattr(choices[0], "message", None)
-    if message is None:
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
         return _Failure("malformed response: choice without a message", True)
-    content = getattr(message, "content", None)
-    tool_calls = [{"name": call.function.name, "arguments": call.function.arguments or ""}
-                  for call in getattr(message, "tool_calls", None) or [] if getattr(call, "function", None)]
-    usage = getattr(completion, "usage", None)
+    content = message.get("content")
+    functions = [call.get("function") for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    tool_calls = [{"name": str(function.get("name") or ""), "arguments": function.get("arguments") or ""}
+                  for function in functions if isinstance(function, dict)]
+    usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
     return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
-                     prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                     completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+                     prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                     completion_tokens=int(usage.get("completion_tokens") or 0))
 
 
 def _storable(reply: ChatReply) -> dict:
