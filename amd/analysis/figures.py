@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from amd.analysis.reference import CITATION, load_reference
-from amd.analysis.tables import AMD_CONFIG, _students, aggregate
+from amd.analysis.tables import AMD_CONFIG, MEMORY_ORDER, _students, aggregate
 from amd.errors import AmdError, did_you_mean
 
 HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
@@ -34,7 +34,7 @@ def fig3_steps(runs, note=""):
     for ax, benchmark in zip(axes[0], benchmarks):
         here = cells[cells["benchmark"] == benchmark]
         names = list(dict.fromkeys(here["student"]))
-        memories = list(dict.fromkeys(here["memory"]))
+        memories = sorted(set(here["memory"]), key=lambda m: MEMORY_ORDER.index(m) if m in MEMORY_ORDER else 99)
         width = 0.8 / len(memories)
         for j, memory in enumerate(memories):
             labelled = False
@@ -53,10 +53,12 @@ def fig3_steps(runs, note=""):
         for style, (_, teacher) in zip(["--", ":", "-."], teachers[teachers["benchmark"] == benchmark].iterrows()):
             ax.axhline(teacher["mean_steps"], color="black", linestyle=style, linewidth=1,
                        label=f"teacher {teacher['teacher']}")
+        tallest = max([*here["mean_steps"], *teachers[teachers["benchmark"] == benchmark]["mean_steps"]])
+        ax.set_ylim(0, 1.5 * tallest)
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set_title(benchmark)
         ax.set_ylabel("mean steps per task")
-        ax.legend(frameon=False, fontsize=6)
+        ax.legend(frameon=False, fontsize=6, loc="upper left", ncol=2)
     _footer(fig, note, drew_paper)
     return fig
 
