@@ -1,7 +1,9 @@
 #!/bin/sh
 # A single-node SLURM cluster on loopback for tests/test_slurm_cluster.py (root only; Debian's slurm-wlm, munge).
 #   tests/slurm/cluster.sh start    write /etc/slurm/slurm.conf + gres.conf, start munged, slurmctld, slurmd
-#   tests/slurm/cluster.sh stop     stop the daemons this script started (by their pid files)
+#   tests/slurm/cluster.sh stop     stop the daemons this script started (by their pid files) and remove the
+#                                   config it wrote: a slurm.conf naming a dead controller makes every SLURM
+#                                   client call (and so every snakemake start, via the plugin) wait ~9 s
 # slurm.conf must sit at /etc/slurm/ (the executor plugin drops SLURM_CONF before srun). No accounting
 # database: use --slurm-status-command squeue and --slurm-no-account. One fake GPU (h100) is declared so that
 # GPU jobs (gpu + gpu_model) can be scheduled.
@@ -21,6 +23,7 @@ start() {
     chmod 400 /etc/munge/munge.key
     if ! munge -n >/dev/null 2>&1; then
         runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
+        cp /run/munge/munged.pid "$STATE/munged.pid"
     fi
     cpus=$(nproc)
     memory=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
@@ -49,6 +52,7 @@ NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory Gres=gpu:h100:1 
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
     echo "NodeName=$HOST Name=gpu Type=h100 File=/dev/null" > /etc/slurm/gres.conf
+    touch "$STATE/wrote-config"
     /usr/sbin/slurmctld
     /usr/sbin/slurmd
     for _ in $(seq 60); do
@@ -62,12 +66,15 @@ CONF
 }
 
 stop() {
-    for daemon in slurmd slurmctld; do
+    for daemon in slurmd slurmctld munged; do
         if [ -s "$STATE/$daemon.pid" ]; then
             kill "$(cat "$STATE/$daemon.pid")" 2>/dev/null || true
             rm -f "$STATE/$daemon.pid"
         fi
     done
+    if [ -e "$STATE/wrote-config" ]; then
+        rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf "$STATE/wrote-config"
+    fi
 }
 
 "$1"
