@@ -4,6 +4,7 @@
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
   amd memory build|show|query ...      (amd.memory.cli)
   amd table|figure NAME ...            (amd.analysis.cli)
+  amd serve-run ...                    (amd.serve: a vLLM server that lives as long as one command)
 """
 
 import argparse
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_run(commands)
     _add_score(commands)
-    for module in ("amd.memory.cli", "amd.analysis.cli"):
+    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.serve"):
         importlib.import_module(module).register(commands)
     return parser
 
