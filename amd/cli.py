@@ -56,7 +56,8 @@ def _add_run(commands) -> None:
     run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
     run.add_argument("--max-steps-per-turn", type=int, default=20)
     run.add_argument("--max-steps", type=int, default=40)
-    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--temperature", type=_temperature, default=0.0,
+                     help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
@@ -93,6 +94,10 @@ def _score_command(args) -> int:
     from amd.score import score_from_args
 
     return score_from_args(args)
+
+
+def _temperature(text: str) -> float | None:
+    return None if text.lower() in ("none", "null") else float(text)
 
 
 def parse_per_type(text: str | None, flag: str, cast) -> dict:
