@@ -1,6 +1,6 @@
 """Prompt templates live as files under prompts/; code only fills their {fields}."""
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from amd.errors import AmdError
@@ -8,7 +8,7 @@ from amd.errors import AmdError
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> str:
     path = PROMPTS_DIR / f"{name}.md"
     if not path.exists():

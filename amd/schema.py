@@ -85,8 +85,7 @@ def write_atomically(path, records: list[dict]) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(validate(record), ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps(validate(record), ensure_ascii=False) + "\n" for record in records)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

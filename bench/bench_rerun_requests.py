@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from replay_model import ground_truth_answers, replay_model  # noqa: E402
-from scripted_server import ScriptedServer  # noqa: E402
+from replay_model import ground_truth_answers, replay_model
+from scripted_server import ScriptedServer
 
 
 def main() -> None:

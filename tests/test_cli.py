@@ -11,7 +11,7 @@ from amd.cli import main
 
 def run_amd(*argv, cwd=None):
     """Run the CLI in a fresh process, as a user would, and return (exit code, stdout, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "amd.cli", *argv], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-m", "amd.cli", *argv], capture_output=True, text=True, timeout=300, check=False,
                           cwd=cwd)
     return done.returncode, done.stdout, done.stderr
 

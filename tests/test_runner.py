@@ -16,8 +16,8 @@ ORACLE_INFO = {"spec": "oracle", "kind": "oracle", "model": None, "params": {}}
 
 
 def oracle_spec(benchmark, **overrides):
-    fields = dict(benchmark=benchmark, agent_info=ORACLE_INFO,
-                  make_agent=lambda episode: OracleAgent(episode.reference_turns()))
+    fields = {"benchmark": benchmark, "agent_info": ORACLE_INFO,
+              "make_agent": lambda episode: OracleAgent(episode.reference_turns())}
     fields.update(overrides)
     return RunSpec(**fields)
 

@@ -1,6 +1,7 @@
 """How memory reaches the agent loop. `amd.memory` implements `MemoryHooks`; zero-shot runs pass None."""
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class MemoryHooks(Protocol):
