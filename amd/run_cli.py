@@ -94,6 +94,7 @@ def _agent_factory(args):
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries, "backoff_s": args.retry_backoff}
     with open_model(args.agent, {**params, **transport}) as model:
+        model.ensure_reachable()
         info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
         yield (lambda episode: ModelAgent(model)), info, model.ledger
 

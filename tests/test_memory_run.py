@@ -6,6 +6,7 @@ environment refuses it and reactive function memory fires) and then replays the 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -74,3 +75,15 @@ def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_
         assert own_entries == 0
     else:
         assert own_entries > 0  # the leaky protocol really does leak: the check above can fail
+
+
+def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
+    broken = tmp_path / "bank"
+    shutil.copytree(bank, broken)
+    lines = (broken / "subtask.jsonl").read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    (broken / "subtask.jsonl").write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "amd.cli", "memory", "show", str(broken)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{broken / 'subtask.jsonl'}:3: corrupt bank file" in done.stderr

@@ -71,6 +71,22 @@ class ChatModel:
     def __exit__(self, *exc):
         self.close()
 
+    def ensure_reachable(self) -> None:
+        """Fail fast, in one line, when the server cannot be reached at all, after the usual retries. Any HTTP
+        answer counts as reachable (some servers have no /models route)."""
+        tries = int(self.params["max_retries"]) + 1
+        for attempt in range(tries):
+            try:
+                self._client.get("/models", cast_to=object, options={"timeout": self.params["timeout_s"]})
+                return
+            except openai.APIStatusError:
+                return
+            except openai.APIConnectionError as error:  # timeouts included
+                reason = error.__cause__ or error
+                if attempt + 1 < tries:
+                    time.sleep(self._wait_s(attempt, None))
+        raise AmdError(f"cannot reach {self.base_url} after {tries} tries: {_short(str(reason))}")
+
     def close(self) -> None:
         self._client.close()
         if self._on_close:

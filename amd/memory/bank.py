@@ -195,11 +195,10 @@ def load_bank(bank_dir) -> Bank:
     if not manifest_path.exists():
         raise AmdError(f"{path}: not a memory bank (no manifest.json); build one with `amd memory build`")
     manifest_bytes = manifest_path.read_bytes()
-    manifest = json.loads(manifest_bytes)
+    manifest = _parse_json(manifest_bytes.decode("utf-8", "replace"), manifest_path, 1)
     if manifest.get("schema") != BANK_SCHEMA:
         raise AmdError(f"{path}: bank schema {manifest.get('schema')!r}, expected {BANK_SCHEMA!r}; rebuild it")
-    entries = {t: [json.loads(line) for line in (path / f"{t}.jsonl").read_text(encoding="utf-8").splitlines()
-                   if line.strip()] for t in TYPES}
+    entries = {t: _read_entries(path / f"{t}.jsonl") for t in TYPES}
     indexes = {t: faiss.read_index(str(path / f"{t}.faiss")) for t in ("workflow", "subtask")}
     reasoning = np.load(path / "function_reasoning.npy")
     for memory_type, count in [("workflow", indexes["workflow"].ntotal), ("subtask", indexes["subtask"].ntotal),
@@ -207,3 +206,17 @@ def load_bank(bank_dir) -> Bank:
         if count != len(entries[memory_type]):
             raise AmdError(f"{path}: {memory_type} has {len(entries[memory_type])} entries but {count} vectors")
     return Bank(path, manifest, hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes, reasoning)
+
+
+def _read_entries(path: Path) -> list[dict]:
+    if not path.exists():
+        raise AmdError(f"{path}: missing from the bank; rebuild it with `amd memory build`")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [_parse_json(line, path, number) for number, line in enumerate(lines, start=1) if line.strip()]
+
+
+def _parse_json(text: str, path: Path, line: int):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise AmdError(f"{path}:{line}: corrupt bank file ({error.msg}); rebuild it with `amd memory build`") from None
