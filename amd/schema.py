@@ -31,26 +31,19 @@ def validate(record: dict, where: str = "record") -> dict:
     return record
 
 
-def read_trajectories(path, tolerate_truncated_tail: bool = False) -> list[dict]:
-    """Read and validate every record of a run file.
-
-    With `tolerate_truncated_tail`, a last line that is not complete JSON (a run killed mid-write) is ignored;
-    anywhere else a bad line is an error naming the file and line number.
-    """
+def read_trajectories(path) -> list[dict]:
+    """Read and validate every record of a run file; a bad line is an error naming the file and line number.
+    (A run killed mid-write leaves a partial last line; the runner cuts it with `drop_truncated_tail` first.)"""
     path = Path(path)
     if not path.exists():
         raise AmdError(f"{path}: no such trajectory file")
-    lines = path.read_text(encoding="utf-8").split("\n")
     records = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip():
             continue
-        is_last = all(not rest.strip() for rest in lines[number:])
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            if tolerate_truncated_tail and is_last and not line.endswith("}"):
-                break
             raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
         records.append(validate(record, where=f"{path}:{number}"))
     return records

@@ -1,9 +1,8 @@
 """The student's subtask decomposition (paper Appendix C): instruction -> at most six verb-phrase labels."""
 
-import json
 import logging
-import re
 
+from amd.memory.writers import json_array_in
 from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
@@ -25,13 +24,8 @@ def decompose_instruction(chat, instruction: str) -> list[str]:
 
 
 def parse_labels(text: str) -> list[str] | None:
-    body = re.sub(r"```[a-zA-Z]*", "", text)
-    start, end = body.find("["), body.rfind("]")
-    try:
-        items = json.loads(body[start: end + 1]) if 0 <= start < end else None
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(items, list):
+    items, _ = json_array_in(text)
+    if items is None:
         return None
     labels = [" ".join(item.split()) for item in items if isinstance(item, str) and item.strip()]
     return list(dict.fromkeys(labels)) or None

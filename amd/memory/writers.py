@@ -224,9 +224,9 @@ def _strip_fences(text: str) -> str:
     return re.sub(r"```[a-zA-Z]*", "", text)
 
 
-def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:
-    """Parse the model's JSON array; fix fences, trailing text, overlaps, gaps and excess segments.
-    Returns None (logged) when nothing usable is left."""
+def json_array_in(text: str) -> tuple[list | None, bool]:
+    """The JSON array in a model answer, ignoring code fences and text around it (None when there is none), and
+    whether anything around it was dropped."""
     body = _strip_fences(text)
     start, end = body.find("["), body.rfind("]")
     try:
@@ -234,9 +234,18 @@ def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:
     except json.JSONDecodeError:
         items = None
     if not isinstance(items, list):
+        return None, False
+    return items, start > 0 or bool(body[end + 1:].strip()) or body != text
+
+
+def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:
+    """Parse the model's JSON array; fix fences, trailing text, overlaps, gaps and excess segments.
+    Returns None (logged) when nothing usable is left."""
+    items, trimmed = json_array_in(text)
+    if items is None:
         log.warning("%s: segment writer answer is not a JSON array; using rule segments", task_id)
         return None
-    if start > 0 or body[end + 1:].strip() or body != text:
+    if trimmed:
         log.info("%s: stripped fences or text around the segment JSON", task_id)
     segments = []
     for item in items:
