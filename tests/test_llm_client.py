@@ -167,6 +167,26 @@ def test_native_tools_are_sent_and_tool_calls_returned():
     assert reply.tool_calls == calls and reply.text == ""
 
 
+def test_each_request_carries_its_own_tool_list_and_messages():
+    """The tool docs are encoded once per list: a new list (another agent, another thread) must not reuse them."""
+    first = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+    second = [{"type": "function", "function": {"name": "cd", "description": "é ☃", "parameters": {}}}]
+    with ScriptedServer() as server, vllm(server, cache=False) as model:
+        for tools, text in ((first, "a"), (first, "b"), (second, "c"), (first, "d")):
+            model.chat([{"role": "user", "content": text}], tools)
+    sent = [(r.body["tools"], r.body["messages"][0]["content"]) for r in server.chat_requests()]
+    assert sent == [(first, "a"), (first, "b"), (second, "c"), (first, "d")]
+    assert all(r.headers["content-type"] == "application/json" for r in server.chat_requests())
+
+
+def test_only_the_needed_headers_are_sent():
+    with ScriptedServer() as server, vllm(server) as model:
+        model.chat(HELLO)
+    headers = server.chat_requests()[0].headers
+    assert headers["authorization"] == "Bearer EMPTY"
+    assert not [name for name in headers if name.startswith("x-stainless")]
+
+
 def test_a_model_without_native_tools_does_not_send_them():
     tools = [{"type": "function", "function": {"name": "ls", "parameters": {}}}]
     with ScriptedServer() as server:

@@ -3,11 +3,9 @@ ChatReply. Specs are described in amd.llm.specs; params in amd.llm.client (sampl
 
 import os
 
-import openai
-
 from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
-from amd.llm.client import ChatModel, resolve_params
+from amd.llm.client import ChatModel, resolve_params, sdk_client
 from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
 
 __all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model"]
@@ -23,11 +21,10 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
         if not os.environ.get("OPENAI_API_KEY"):
             raise AmdError(f"{spec} needs OPENAI_API_KEY")
         # max_completion_tokens: newer OpenAI models refuse max_tokens.
-        return ChatModel(**common, identity=spec, client=openai.OpenAI(max_retries=0), native_tools=True,
+        return ChatModel(**common, identity=spec, client=sdk_client(), native_tools=True,
                          token_field="max_completion_tokens")
     if parsed.kind == "vllm":
-        client = openai.OpenAI(api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url,
-                               max_retries=0)
+        client = sdk_client(api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
         return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
                          extra_body=QWEN3_NO_THINKING if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
@@ -40,7 +37,7 @@ def _open_local(name: str, common: dict) -> ChatModel:
     params = common["params"]
     server = LocalServer(gguf_path(weights), alias=name, n_ctx=int(params.get("n_ctx") or DEFAULT_N_CTX),
                          threads=params.get("threads"))
-    client = openai.OpenAI(api_key="local", base_url=server.base_url, max_retries=0)
+    client = sdk_client(api_key="local", base_url=server.base_url)
     # These models never fill tool_calls here: the prompt carries the tool docs, the text parser reads calls.
     return ChatModel(**common, identity=f"local:{name}@sha256:{weights.sha256}", client=client,
                      native_tools=False, on_close=server.stop)

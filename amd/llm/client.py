@@ -2,6 +2,7 @@
 token ledger. Server faults never raise out of `chat`; they end in `ChatReply(error=...)`."""
 
 import email.utils
+import json
 import logging
 import random
 import threading
@@ -24,6 +25,18 @@ TRANSPORT_DEFAULTS = {"max_retries": 6, "backoff_s": 1.0, "max_wait_s": 60.0, "t
 # Settings of the embedded server (local: specs only).
 LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
 RETRYABLE_STATUS = {408, 409, 429}
+# The SDK's telemetry headers, dropped: validating and sending them is a tenth of a step's cost against a fast local
+# server, and since amd retries by itself the SDK's retry count would always read 0.
+_OMIT = openai.Omit()
+TELEMETRY_HEADERS = {name: _OMIT for name in ("X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS",
+                                              "X-Stainless-Arch", "X-Stainless-Runtime",
+                                              "X-Stainless-Runtime-Version", "X-Stainless-Async")}
+PER_REQUEST_HEADERS = {"X-Stainless-Retry-Count": _OMIT, "X-Stainless-Read-Timeout": _OMIT}
+
+
+def sdk_client(**settings) -> openai.OpenAI:
+    """An openai SDK client for ChatModel: no SDK retries (ChatModel counts its own), no telemetry headers."""
+    return openai.OpenAI(max_retries=0, default_headers=TELEMETRY_HEADERS, **settings)
 
 
 def resolve_params(params: dict | None) -> dict:
@@ -60,6 +73,7 @@ class ChatModel:
         self._on_close = on_close
         self._ledger_lock = threading.Lock()
         self._cache = ResponseCache(cache_dir("responses")) if params["cache"] else None
+        self._encoded_tools = (None, b"")  # the last tool list sent and its JSON: one agent sends the same list
 
     @property
     def base_url(self) -> str:
@@ -101,7 +115,7 @@ class ChatModel:
         key = request_key(key_inputs) if self._cache else None
         reply = self._cached(key)
         if reply is None:
-            reply = self._request(self._request_args(messages, sent_tools, sampling))
+            reply = self._request(self._request_body(messages, sent_tools, sampling))
             if self._cache and reply.error is None:
                 self._cache.put(key, key_inputs, _storable(reply))
         with self._ledger_lock:
@@ -112,21 +126,26 @@ class ChatModel:
         stored = self._cache.get(key) if self._cache else None
         return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
 
-    def _request_args(self, messages, tools, sampling) -> dict:
-        args = {"model": self.model, "messages": messages, "timeout": self.params["timeout_s"]}
+    def _request_body(self, messages, tools, sampling) -> bytes:
+        """The request's JSON, written as the SDK would write it, with the tool docs (most of a BFCL request)
+        encoded once per tool list rather than once per step."""
+        body = {"model": self.model, "messages": messages, **(self._extra_body or {})}
         for name, value in sampling.items():
-            args[self._token_field if name == "max_tokens" else name] = value
-        if tools:
-            args["tools"] = tools
-        if self._extra_body:
-            args["extra_body"] = self._extra_body
-        return args
+            body[self._token_field if name == "max_tokens" else name] = value
+        encoded = _json_bytes(body)
+        if not tools:
+            return encoded
+        sent, tools_json = self._encoded_tools
+        if sent is not tools:
+            tools_json = _json_bytes(tools)
+            self._encoded_tools = (tools, tools_json)
+        return encoded[:-1] + b',"tools":' + tools_json + b"}"
 
-    def _request(self, args: dict) -> ChatReply:
+    def _request(self, body: bytes) -> ChatReply:
         """Send with counted retries: 429/5xx/timeouts/dropped connections/malformed bodies are retried."""
         max_retries = int(self.params["max_retries"])
         for attempt in range(max_retries + 1):
-            outcome = self._attempt(args)
+            outcome = self._attempt(body)
             if isinstance(outcome, ChatReply):
                 outcome.requests = attempt + 1
                 return outcome
@@ -137,17 +156,16 @@ class ChatModel:
             time.sleep(wait)
         return ChatReply(text="", requests=attempt + 1, error=outcome.reason)
 
-    def _attempt(self, args: dict) -> ChatReply | _Failure:
+    def _attempt(self, body: bytes) -> ChatReply | _Failure:
+        timeout = self.params["timeout_s"]
         try:
             # The SDK's own POST, minus `chat.completions.create`'s recursive typed-dict transform of messages and
             # tools, which alone cost ~30 ms per BFCL-sized request (bench/bench_pipeline_step.py).
-            body = {name: value for name, value in args.items() if name not in ("timeout", "extra_body")}
-            completion = self._client.post("/chat/completions", cast_to=object,
-                                           body={**body, **(args.get("extra_body") or {})},
-                                           options={"timeout": args["timeout"]})
+            completion = self._client.post("/chat/completions", cast_to=object, content=body,
+                                           options={"timeout": timeout, "headers": PER_REQUEST_HEADERS})
             return _to_reply(completion)
         except openai.APITimeoutError:
-            return _Failure(f"no reply from {self.base_url} within {args['timeout']} s", True)
+            return _Failure(f"no reply from {self.base_url} within {timeout} s", True)
         except openai.APIConnectionError as e:
             return _Failure(f"cannot reach {self.base_url}: {e.__cause__ or e}", True)
         except openai.APIStatusError as e:
@@ -181,6 +199,10 @@ def _to_reply(completion) -> ChatReply | _Failure:
     return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
                      completion_tokens=int(usage.get("completion_tokens") or 0))
+
+
+def _json_bytes(value) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _storable(reply: ChatReply) -> dict:
