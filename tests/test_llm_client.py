@@ -213,6 +213,27 @@ def test_api_key_is_sent_but_never_written(monkeypatch, cache_root, caplog):
     assert sentinel not in caplog.text
 
 
+def test_openai_replies_are_cached_per_server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    replies = []
+    for answer in ("from the first server", "from the second server"):
+        with ScriptedServer(script(answer)) as server:
+            monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+            with open_model("openai:gpt-test", FAST) as model:
+                replies.append((model.chat(HELLO).text, model.chat(HELLO).cached))
+    assert replies == [("from the first server", True), ("from the second server", True)]
+
+
+def test_the_openai_api_itself_is_keyed_on_the_model_name(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with open_model("openai:gpt-4o") as model:
+        assert model.identity == "openai:gpt-4o"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://user:secret@proxy.example:8443/v1/")
+    with open_model("openai:gpt-4o") as model:
+        assert model.identity == "openai:gpt-4o@https://proxy.example:8443/v1"
+
+
 def test_openai_without_a_key_is_a_one_line_error(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(AmdError, match=r"^openai:gpt-4o needs OPENAI_API_KEY$"):

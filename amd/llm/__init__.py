@@ -10,6 +10,7 @@ from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
 
 __all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model"]
 
+OPENAI_API_HOST = "api.openai.com"
 QWEN3_NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
@@ -20,14 +21,24 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
     if parsed.kind == "openai":
         if not os.environ.get("OPENAI_API_KEY"):
             raise AmdError(f"{spec} needs OPENAI_API_KEY")
+        client = sdk_client()
         # max_completion_tokens: newer OpenAI models refuse max_tokens.
-        return ChatModel(**common, identity=spec, client=sdk_client(), native_tools=True,
-                         token_field="max_completion_tokens")
+        return ChatModel(**common, identity=_openai_identity(spec, client.base_url), client=client,
+                         native_tools=True, token_field="max_completion_tokens")
     if parsed.kind == "vllm":
         client = sdk_client(api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
         return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
                          extra_body=QWEN3_NO_THINKING if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
+
+
+def _openai_identity(spec: str, base_url) -> str:
+    """The cache identity of an openai: model: its spec on the OpenAI API; elsewhere (OPENAI_BASE_URL) the server
+    is part of it, so two servers that serve one model name never share cached replies. No credentials."""
+    if base_url.host == OPENAI_API_HOST:
+        return spec
+    port = f":{base_url.port}" if base_url.port else ""
+    return f"{spec}@{base_url.scheme}://{base_url.host}{port}{base_url.path.rstrip('/')}"
 
 
 def _open_local(name: str, common: dict) -> ChatModel:
