@@ -2,6 +2,7 @@
 # part of the config it uses, so changing one value reruns exactly the jobs that depend on it.
 
 import itertools
+import json
 import shlex
 
 from amd.analysis import layout
@@ -217,6 +218,13 @@ def run_args(name):
         f"--{key.replace('_', '-')} {quoted(value)}"
         for key, value in sorted(settings.items())
     )
+
+
+def writer_args(wildcards):
+    """--writer-params with the writer's own sampling settings, if it has any (none for `rules`)."""
+    entry = config["writers"][wildcards.writer]
+    params = {key: entry[key] for key in SAMPLING if key in entry}
+    return f"--writer-params {quoted(json.dumps(params))}" if params else ""
 
 
 def task_args(benchmark, role):

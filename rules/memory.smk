@@ -18,11 +18,12 @@ rule build_memory:
     params:
         bank=lambda wc: layout.BANK_DIR.format(**wc),
         writer=lambda wc: quoted(config["writers"][wc.writer]["spec"]),
+        writer_params=writer_args,
         embedder=lambda wc: quoted(config["embedders"][wc.embedder]["spec"]),
         representation=representation_args,
     message:
         "memory bank {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     shell:
-        "amd memory build --trajectories {input.trajectories} --writer {params.writer}"
+        "amd memory build --trajectories {input.trajectories} --writer {params.writer} {params.writer_params}"
         " --embedder {params.embedder} {params.representation}"
         " --out {params.bank} > {log} 2>&1"

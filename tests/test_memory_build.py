@@ -259,6 +259,22 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         build_bank([write_jsonl(tmp_path / "t.jsonl", [failed_task()])], "rules", "hash", tmp_path / "bank")
 
 
+def test_writer_params_go_over_the_writer_defaults_and_null_leaves_temperature_out(tmp_path, capsys):
+    from amd.cli import main
+
+    path = write_jsonl(tmp_path / "t.jsonl", [trading_task()])
+    with writer_server(two_segments, planted_insight) as server:
+        assert main(["memory", "build", "--trajectories", str(path), "--writer", f"vllm:scripted@{server.url}",
+                     "--writer-params", '{"temperature": null}', "--embedder", "hash:16",
+                     "--out", str(tmp_path / "bank")]) == 0
+        bodies = [request.body for request in server.chat_requests()]
+        assert bodies and all("temperature" not in b and b["max_tokens"] == 2048 for b in bodies)
+    assert main(["memory", "build", "--trajectories", str(path), "--writer", "rules", "--writer-params", "[1]",
+                 "--embedder", "hash:16", "--out", str(tmp_path / "other")]) == 2
+    assert "amd: error: --writer-params must be a JSON object, got '[1]'" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+
+
 def test_memory_cli_builds_shows_and_queries(tmp_path, capsys):
     import argparse
 

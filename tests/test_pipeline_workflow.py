@@ -97,6 +97,18 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
 
 
+def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
+    where, env = workdir
+    result = snakemake(where, env, "-n", "-p", "results/fig4_student_size.pdf", "--cores", "1",
+                       "--configfile", "config/paper.yaml")
+    builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
+    assert builds and all("--writer openai:gpt-5-mini --writer-params '{\"temperature\": null}'" in line
+                          for line in builds)
+    default = snakemake(where, env, "-n", "-p", "--cores", "1", "all").stdout.splitlines()
+    rules_builds = [line for line in default if "amd memory build" in line]
+    assert rules_builds and not any("--writer-params" in line for line in rules_builds)
+
+
 def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):
     where, env = workdir
     result = snakemake(where, env, "-n", "results/fig4_student_size.pdf", "--configfile", "config/paper.yaml",

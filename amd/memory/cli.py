@@ -9,6 +9,8 @@ from amd.memory.embed import get_embedder
 from amd.memory.hooks import DEFAULT_DELTA
 from amd.memory.render import parse_representation
 
+WRITER_DEFAULTS = {"max_tokens": 2048}  # a segmentation of a long trajectory needs more than the 512 of a step
+
 
 def register(subparsers) -> None:
     memory = subparsers.add_parser("memory", help="build, show and query memory banks")
@@ -18,8 +20,9 @@ def register(subparsers) -> None:
     build.add_argument("--trajectories", nargs="+", required=True, help="trajectory JSONL files")
     build.add_argument("--writer", default=RULES_WRITER,
                        help="'rules' (deterministic, model-free) or a model spec such as openai:gpt-5-mini")
-    build.add_argument("--writer-params", default='{"max_tokens": 2048}',
-                       help="JSON params for the writer model (amd.llm.client: sampling and transport)")
+    build.add_argument("--writer-params", default="{}",
+                       help=f"JSON params for the writer model (amd.llm.client: sampling and transport), over "
+                            f"{json.dumps(WRITER_DEFAULTS)}; e.g. '{{\"temperature\": null}}' for models that refuse one")
     build.add_argument("--writer-concurrency", type=int, default=4, help="trajectories written at once")
     build.add_argument("--embedder", required=True,
                        help="local:all-minilm-l6-v2, openai:text-embedding-3-small, or hash:DIM (tests only)")
@@ -47,6 +50,9 @@ def run_build(args) -> int:
         writer_params = json.loads(args.writer_params)
     except json.JSONDecodeError as error:
         raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
+    if not isinstance(writer_params, dict):
+        raise AmdError(f"--writer-params must be a JSON object, got {args.writer_params!r}")
+    writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.writer, args.embedder, args.out, writer_params,
                           parse_representation(args.representation), args.writer_concurrency)
     print(f"bank {args.out}: {json.dumps(manifest['counts'])}; audit {json.dumps(manifest['audit'])}")

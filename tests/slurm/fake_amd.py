@@ -88,6 +88,7 @@ def parser():
     for flag in ("--trajectories", "--writer", "--embedder", "--out"):
         b.add_argument(flag, required=True)
     b.add_argument("--representation")
+    b.add_argument("--writer-params", type=json.loads)
     b.set_defaults(handler=memory_build)
     s = commands.add_parser("score")
     s.add_argument("files", nargs="+")
