@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -99,6 +100,39 @@ def test_refuses_bad_structured_calls(name, arguments, reason):
     with pytest.raises(CallRejected) as refused:
         validate_arguments(name, arguments, DOCS)
     assert reason in str(refused.value)
+
+
+MATH_DOCS = {doc["name"]: doc for doc in [
+    _doc("power", "base", "exponent"), _doc("logarithm", "value", "base", "precision"),
+    _doc("square_root", "number", "precision"),
+]}
+
+
+@pytest.mark.parametrize("source, refused", [
+    ("power(base=10, exponent=1000000000)", "about 1e+09 digits"),
+    ("power(-2, 99999)", "about 3.01e+04 digits"),
+    ("logarithm(value=20, base=10, precision=10000000)", "precision 10000000 is above the limit"),
+    ("square_root(number=2, precision=1001)", "precision 1001 is above the limit"),
+    ("power(base=10, exponent=10000)", None),
+    ("power(base=1, exponent=1000000000)", None),
+    ("power(base=2.5, exponent=1000000000)", None),  # a float result overflows at once, inside the backend
+    ("power(base=10, exponent=-1000000000)", None),
+    ("logarithm(value=980.0, base=20, precision=10)", None),
+])
+def test_math_calls_without_a_bound_on_time_or_memory_are_refused(source, refused):
+    if refused is None:
+        parse_call(source, MATH_DOCS)
+        return
+    with pytest.raises(CallRejected, match=re.escape(refused)):
+        parse_call(source, MATH_DOCS)
+
+
+def test_an_unbounded_math_call_fails_fast_in_a_real_episode():
+    episode = BfclMultiTurn().start("multi_turn_base_15")  # MathAPI among its classes
+    episode.next_user_message(None)
+    source = '{"name": "power", "arguments": {"base": 10, "exponent": 1000000000}}'
+    outcome = episode.execute([Proposal(source=source, name="power", arguments={"base": 10, "exponent": 10**9})])
+    assert outcome.calls == [] and outcome.error and "above the limit" in outcome.observations[0]
 
 
 def test_non_text_source_is_refused():

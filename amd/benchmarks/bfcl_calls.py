@@ -10,6 +10,12 @@ import math
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NESTING = 32
+# MathAPI computes exactly (Python ints, mpmath, decimal), so a few arguments make one call run for minutes or exhaust
+# memory: power(base=10, exponent=10**9), logarithm(..., precision=10**7). The official harness runs them as given;
+# amd refuses them, so a strange call cannot stall a run. The dataset's calls use at most 10 digits of precision.
+MAX_PRECISION_DIGITS = 1_000
+MAX_RESULT_DIGITS = 10_000
+PRECISION_FUNCTIONS = ("logarithm", "square_root")
 
 _LITERAL_CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
 
@@ -93,7 +99,25 @@ def _bind(name: str, doc: dict, positional: list, keywords: list[tuple[str, obje
         if key in kwargs:
             raise CallRejected(f"{name} got parameter {key!r} twice")
         kwargs[key] = value
+    _check_cost(name, kwargs)
     return kwargs
+
+
+def _check_cost(name: str, kwargs: dict) -> None:
+    """Refuse the MathAPI arguments that have no bound on time or memory (see MAX_RESULT_DIGITS)."""
+    precision = kwargs.get("precision")
+    if name in PRECISION_FUNCTIONS and _is_int(precision) and precision > MAX_PRECISION_DIGITS:
+        raise CallRejected(f"{name}: precision {precision} is above the limit of {MAX_PRECISION_DIGITS} digits")
+    base, exponent = kwargs.get("base"), kwargs.get("exponent")
+    if name == "power" and _is_int(base) and _is_int(exponent) and abs(base) > 1 and exponent > 0:
+        digits = exponent * math.log10(abs(base))
+        if digits > MAX_RESULT_DIGITS:
+            raise CallRejected(f"power: the exact result would have about {digits:.3g} digits, above the limit of "
+                               f"{MAX_RESULT_DIGITS}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _literal(node: ast.AST, where: str):
