@@ -73,7 +73,7 @@ class ChatModel:
         self._on_close = on_close
         self._ledger_lock = threading.Lock()
         self._cache = ResponseCache(cache_dir("responses")) if params["cache"] else None
-        self._encoded_tools = (None, b"")  # the last tool list sent and its JSON: one agent sends the same list
+        self._encoded_tools = (None, b"")  # the last tool list sent and its JSON: an agent resends one list, unchanged
 
     @property
     def base_url(self) -> str:
