@@ -14,6 +14,7 @@ import openai
 from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.cache import ResponseCache, request_key
+from amd.llm.transport import LoopbackTransport, is_loopback_http
 from amd.paths import cache_dir
 
 log = logging.getLogger("amd.llm")
@@ -35,7 +36,10 @@ PER_REQUEST_HEADERS = {"X-Stainless-Retry-Count": _OMIT, "X-Stainless-Read-Timeo
 
 
 def sdk_client(**settings) -> openai.OpenAI:
-    """An openai SDK client for ChatModel: no SDK retries (ChatModel counts its own), no telemetry headers."""
+    """An openai SDK client for ChatModel: no SDK retries (ChatModel counts its own), no telemetry headers, and for
+    a server on this machine the lean loopback transport (amd.llm.transport)."""
+    if is_loopback_http(settings.get("base_url")):
+        settings["http_client"] = openai.DefaultHttpxClient(transport=LoopbackTransport())
     return openai.OpenAI(max_retries=0, default_headers=TELEMETRY_HEADERS, **settings)
 
 
