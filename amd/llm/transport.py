@@ -1,9 +1,9 @@
 """A lean HTTP transport under the openai SDK for model servers on this machine (the embedded llama.cpp server,
 `amd serve-run`'s vLLM): the SDK builds, authenticates, checks and parses every request as usual; only the bytes go
-through the standard library's `http.client` instead of httpx's own stack, which spends about 0.5 ms of CPU per
-request (bench/RESULTS.md). Against a fast local server that is a third of a pipeline step.
+through the standard library's `http.client` instead of httpx's own stack, which costs about 0.3 ms more CPU per
+request through the SDK (bench/RESULTS.md): a fifth of a pipeline step against a fast local server.
 
-Only plain-HTTP loopback URLs get it (`for_base_url`): no TLS, no proxies, no redirects to handle. Each thread
+Only plain-HTTP loopback URLs get it (`is_loopback_http`): no TLS, no proxies, no redirects to handle. Each thread
 keeps one keep-alive connection per server; a connection the server has closed is replaced before it is used.
 Every failure is raised as the httpx error the SDK expects, so the SDK's mapping to APIConnectionError and
 APITimeoutError, and amd's retries above it, work unchanged.
