@@ -1,16 +1,14 @@
 # Agent Memory Distillation (arXiv 2608.07169): teacher trajectories -> memory banks -> student runs -> scores
 # -> the paper's tables and figures. Every job is one `amd ...` call; config/config.yaml is the embedded
-# default, config/paper.yaml the paper's grid. The results layout is amd/analysis/layout.py.
+# default, config/paper.yaml the paper's grid. The config is checked, and the grid laid out, by amd.workflow;
+# the results layout is amd/analysis/layout.py.
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
-
-
-validate(config, "schemas/config.schema.yaml")
 
 
 report: "report/workflow.rst"
@@ -27,4 +25,4 @@ include: "rules/analysis.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
+        grid.all_targets(),

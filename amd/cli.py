@@ -12,10 +12,9 @@ import importlib
 import logging
 import sys
 
-from amd.errors import AmdError, did_you_mean
-
-MEMORY_TYPE_ALIASES = {"wf": "workflow", "st": "subtask", "fn": "function",
-                       "workflow": "workflow", "subtask": "subtask", "function": "function"}
+from amd.errors import AmdError
+from amd.registry import AGENTS, BENCHMARKS
+from amd.vocabulary import PROTOCOLS, SELF_EXCLUDED, ZERO_SHOT, memory_configs, memory_type
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,10 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run(commands) -> None:
     run = commands.add_parser("run", help="run an agent on benchmark tasks, one trajectory per task")
-    run.add_argument("benchmark", help="bfcl (implemented); appworld, toolsandbox, agentdojo (declared)")
+    run.add_argument("benchmark", help=", ".join(
+        entry.name + ("" if entry.target else " (declared)") for entry in BENCHMARKS.entries()))
     run.add_argument("--agent", required=True,
-                     help="oracle | openai:MODEL | vllm:MODEL@http://host:port/v1 | local:qwen2.5-coder-0.5b")
+                     help=" | ".join([*(name for name in AGENTS.names() if name != "model"), "openai:MODEL",
+                                      "vllm:MODEL@http://host:port/v1", "local:qwen2.5-coder-0.5b"]))
     run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
+    run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="an option of the benchmark (each benchmark says which it takes)")
     run.add_argument("--tasks", help="comma-separated task ids (default: all)")
     run.add_argument("--limit", type=int, help="only the first N of the selected tasks")
     run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
@@ -64,13 +67,14 @@ def _add_run(commands) -> None:
     run.add_argument("--max-retries", type=int, default=6, help="retries per model request (429, 5xx, timeouts)")
     run.add_argument("--retry-backoff", type=float, default=1.0, help="first backoff in seconds, doubled per retry")
     run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
-    run.add_argument("--memory-config", default="zero_shot",
-                     help="zero_shot, wf, wf_st, wf_st_fn, wf_fn, st_only, fn_only")
-    run.add_argument("--protocol", default="self_excluded", help="self_excluded (default), cross_split, shared")
+    run.add_argument("--memory-config", default=ZERO_SHOT, help=", ".join(memory_configs()))
+    run.add_argument("--protocol", default=SELF_EXCLUDED, help=", ".join(PROTOCOLS) + f" (default {SELF_EXCLUDED})")
     run.add_argument("--k", help="top-k per memory type, e.g. wf=1,st=1,fn=1")
     run.add_argument("--delta", help="minimum similarity per memory type, e.g. wf=0.3,st=0.45")
     run.add_argument("--split-seed", type=int, default=0, help="seed of the cross_split 7:3 split")
-    run.add_argument("--per-turn", action="store_true", help="retrieve subtask memory by each user turn")
+    run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="a run option of the memory method, e.g. per_turn=true (amd: retrieve subtask memory "
+                          "by each user turn) or representation=st=prose")
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(handler=_run_command)
 
@@ -80,7 +84,7 @@ def _add_score(commands) -> None:
     score.add_argument("files", nargs="+")
     score.add_argument("--json", help="also write the table as JSON here")
     score.add_argument("--recheck", action="store_true",
-                       help="re-score every stored trajectory with the benchmark's official checker")
+                       help="re-score every stored trajectory with the benchmark's own checker")
     score.set_defaults(handler=_score_command)
 
 
@@ -107,12 +111,14 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
     values = {}
     for item in text.split(","):
         name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in MEMORY_TYPE_ALIASES:
-            raise AmdError(f"{flag}: bad item {item!r}{did_you_mean(name, MEMORY_TYPE_ALIASES)}; "
-                           "expected TYPE=VALUE with TYPE one of wf, st, fn")
+        if not sep:
+            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. wf=1")
         try:
-            values[MEMORY_TYPE_ALIASES[name]] = cast(value)
+            type_name = memory_type(name.strip()).name
+        except AmdError as error:
+            raise AmdError(f"{flag}: {error}") from None
+        try:
+            values[type_name] = cast(value)
         except ValueError:
             raise AmdError(f"{flag}: {item!r} has a value that is not a {cast.__name__}") from None
     return values

@@ -6,11 +6,11 @@ import logging
 import sys
 from pathlib import Path
 
-from amd.agent.agents import ModelAgent, OracleAgent
 from amd.agent.loop import Limits
-from amd.benchmarks import get_benchmark
 from amd.errors import AmdError, did_you_mean
+from amd.registry import AGENTS, create_benchmark
 from amd.runner import RunSpec, run_tasks
+from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT
 
 log = logging.getLogger("amd.run")
 
@@ -19,14 +19,16 @@ def run_from_args(args) -> int:
     from amd.cli import parse_per_type
 
     _check_positive(args)
-    benchmark = get_benchmark(args.benchmark)
+    from amd.memory.cli import parse_options
+
+    benchmark = create_benchmark(args.benchmark, **parse_options(args.benchmark_option, "--benchmark-option"))
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
     memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
                                   parse_per_type(args.delta, "--delta", float))
-    if args.protocol == "cross_split" and memory is not None:
+    if args.protocol == CROSS_SPLIT and memory is not None:
         from amd.memory.protocols import eval_task_ids
 
-        # The split is over the bank's own task ids, the same list the hooks split, so the two always agree.
+        # The split is over the bank's own task groups, the same ones the hooks split, so the two always agree.
         eval_side = set(eval_task_ids(args.memory, args.split_seed))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
         log.info("cross_split (seed %d): %d tasks on the evaluation side", args.split_seed, len(task_ids))
@@ -63,40 +65,39 @@ def _check_positive(args) -> None:
 
 
 def _memory(args, k: dict, delta: dict):
-    if args.memory_config == "zero_shot":
+    if args.memory_config == ZERO_SHOT:
         if args.memory:
             raise AmdError("--memory-config zero_shot takes no --memory bank")
-        return None, {"config": "zero_shot", "bank": None}
+        return None, {"config": ZERO_SHOT, "bank": None}
     if not args.memory:
         raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
-    from amd.memory.hooks import load_memory_hooks
+    from amd.memory.cli import parse_options
+    from amd.memory.method import open_memory
 
-    hooks = load_memory_hooks(args.memory, args.memory_config, protocol=args.protocol, k=k or None,
-                              delta=delta or None, split_seed=args.split_seed, per_turn=args.per_turn)
+    hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
+                        split_seed=args.split_seed, options=parse_options(args.memory_option, "--memory-option"))
     return hooks, hooks.describe()
 
 
 @contextlib.contextmanager
 def _agent_factory(args):
-    if args.agent == "oracle":
-        def make_oracle(episode):
-            turns = episode.reference_turns()
-            if turns is None:
-                raise AmdError(f"benchmark {args.benchmark} has no ground-truth actions for the oracle")
-            return OracleAgent(turns)
-
-        info = {"spec": "oracle", "kind": "oracle", "model": None,
-                "params": {"note": "ground-truth calls executed one per step; an upper-bound teacher, no model"}}
-        yield make_oracle, info, None
+    """(make_agent(episode), the record's agent field, the token ledger or None) for `--agent`: a registered
+    agent that needs no model is named by itself (oracle); any other spec is a model for the `model` agent."""
+    if args.agent in AGENTS.names() and not AGENTS.load(args.agent).needs_model:
+        agent_class = AGENTS.load(args.agent)
+        info = {"spec": args.agent, "kind": args.agent, "model": None,
+                "params": {"note": agent_class.description}}
+        yield (lambda episode: agent_class.create(episode, None)), info, None
         return
     from amd.llm import open_model
 
+    agent_class = AGENTS.load("model")
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries, "backoff_s": args.retry_backoff}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()
         info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
-        yield (lambda episode: ModelAgent(model)), info, model.ledger
+        yield (lambda episode: agent_class.create(episode, model)), info, model.ledger
 
 
 def _report(out_path, summary, ledger) -> None:

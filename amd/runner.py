@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.errors import AmdError
 from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, write_atomically
@@ -58,9 +59,13 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)
-        record = {**header, **run_episode(spec.make_agent(episode), episode, spec.limits, spec.memory)}
+        agent = spec.make_agent(episode)
+        task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, agent.student_chat())
+        record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
         with write_lock:
             append_durably(out_path, record)
+        if spec.memory is not None:
+            spec.memory.episode_end(task, record)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending = {}

@@ -29,14 +29,16 @@ def summarize(path) -> dict:
 
 
 def recheck(path) -> list[str]:
-    """Re-score every stored trajectory with the official checker; return the task ids whose verdict differs."""
-    from amd.benchmarks.bfcl import rescore
+    """Re-score every stored trajectory with its benchmark's own checker; return the task ids whose verdict differs.
+    A task that did not finish (step cap, model error) fails whatever the checker says, as when it ran."""
+    from amd.registry import create_benchmark
 
-    mismatched = []
+    benchmarks, mismatched = {}, []
     for record in read_trajectories(path):
-        if record["benchmark"] != "bfcl":
-            raise AmdError(f"{path}: --recheck supports bfcl trajectories, not {record['benchmark']!r}")
-        if bool(rescore(record).get("valid")) != bool(record["checker"].get("valid")):
+        name = record["benchmark"]
+        benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
+        verdict = benchmark.rescore(record) and record["status"] == "finished"
+        if verdict != record["success"]:
             mismatched.append(record["task_id"])
     return mismatched
 
@@ -62,8 +64,8 @@ def score_from_args(args) -> int:
         mismatched = recheck(path)
         if mismatched:
             status = 1
-            print(f"{path}: official checker disagrees on {len(mismatched)} tasks: {', '.join(mismatched)}",
+            print(f"{path}: the benchmark's checker disagrees on {len(mismatched)} tasks: {', '.join(mismatched)}",
                   file=sys.stderr)
         else:
-            print(f"{path}: official checker agrees with every stored verdict")
+            print(f"{path}: the benchmark's checker agrees with every stored verdict")
     return status

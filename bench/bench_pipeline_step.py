@@ -22,7 +22,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 from amd.agent.agents import ModelAgent
 from amd.agent.loop import Limits, run_episode
-from amd.benchmarks import get_benchmark
+from amd.registry import create_benchmark
 from amd.llm import open_model
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     task_ids = [f"multi_turn_base_{i}" for i in range(args.tasks)]
     os.environ["AMD_CACHE_DIR"] = tempfile.mkdtemp(prefix="amd-bench-")
-    benchmark = get_benchmark("bfcl")
+    benchmark = create_benchmark("bfcl")
     with server_process(task_ids) as url, open_model(f"vllm:bench@{url}", {"cache": False}) as model:
         run_round(benchmark, model, task_ids)  # warm-up: connection, imports, lazy tables
         rounds = [run_round(benchmark, model, task_ids) for _ in range(args.rounds)]

@@ -3,7 +3,7 @@
 
 rule make_table:
     input:
-        runs=lambda wc: output_runs(wc.table),
+        runs=lambda wc: grid.output_runs(wc.table),
     output:
         csv=report(
             layout.TABLE.replace("{ext}", "csv"),
@@ -18,7 +18,7 @@ rule make_table:
         "../environment.yml"
     threads: 1
     params:
-        note=quoted(config.get("note", "")),
+        note=grid.note(),
     message:
         "table {wildcards.table}"
     shell:
@@ -28,7 +28,7 @@ rule make_table:
 
 rule make_figure:
     input:
-        runs=lambda wc: output_runs(wc.figure),
+        runs=lambda wc: grid.output_runs(wc.figure),
     output:
         report(
             layout.FIGURE,
@@ -42,7 +42,7 @@ rule make_figure:
         "../environment.yml"
     threads: 1
     params:
-        note=quoted(config.get("note", "")),
+        note=grid.note(),
     message:
         "figure {wildcards.figure}"
     shell:

@@ -7,18 +7,18 @@ rule run_teacher:
     log:
         log_path(layout.TEACHER_RUN),
     wildcard_constraints:
-        teacher=other_agents(),
+        teacher=grid.other_agents(),
     conda:
         "../environment.yml"
     threads: 1
     resources:
-        local_llm=local_llm_slots,
-        llm_api=api_slots,
+        local_llm=grid.local_llm_slots,
+        llm_api=grid.api_slots,
     params:
-        launch=lambda wc: serve_prefix(wc.teacher),
-        agent=lambda wc: agent_args(wc.teacher),
-        run=lambda wc: run_args(wc.teacher),
-        tasks=lambda wc: task_args(wc.benchmark, "teacher"),
+        launch=lambda wc: grid.serve_prefix(wc.teacher),
+        agent=lambda wc: grid.agent_args(wc.teacher),
+        run=lambda wc: grid.run_args(wc.teacher),
+        tasks=lambda wc: grid.task_args(wc.benchmark, "teacher"),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
@@ -28,8 +28,8 @@ rule run_teacher:
 
 use rule run_teacher as run_teacher_served with:
     wildcard_constraints:
-        teacher=served_agents(),
+        teacher=grid.served_agents(),
     resources:
-        gpu=serve_gpus,
+        gpu=grid.serve_gpus,
         local_llm=0,
         llm_api=0,

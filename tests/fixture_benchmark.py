@@ -5,7 +5,7 @@ Task "count_N": N user turns; in each the agent must call add(n=1) once. Success
 
 import json
 
-from amd.benchmarks.base import ExecutedCall, Proposal, StepOutcome, Verdict
+from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, Proposal, StepOutcome, Verdict
 
 TOOLS = [{"type": "function", "function": {
     "name": "add", "description": "Add n to the counter.",
@@ -56,7 +56,7 @@ class CounterEpisode:
                        decoded_calls=self.decoded)
 
 
-class CounterBenchmark:
+class CounterBenchmark(BenchmarkDefaults):
     name = "counter"
 
     def __init__(self, n_tasks: int = 6):

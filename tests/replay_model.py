@@ -1,14 +1,14 @@
 """A scripted "model" for BFCL (test double): answers each user turn with that turn's ground-truth calls as a
 Python call list, and closes the turn after seeing the results. Its answers depend only on the conversation."""
 
-from amd.benchmarks import get_benchmark
+from amd.registry import create_benchmark
 
 OBSERVATION_PREFIX = "Results of your calls:"
 
 
 def ground_truth_answers(task_ids) -> dict:
     """(first user turn, this user turn) -> the model answer that performs this turn's ground truth."""
-    benchmark, answers = get_benchmark("bfcl"), {}
+    benchmark, answers = create_benchmark("bfcl"), {}
     for task_id in task_ids:
         episode = benchmark.start(task_id)
         reference = episode.reference_turns()

@@ -8,7 +8,7 @@ from pathlib import Path
 import bfcl_eval
 import pytest
 
-from amd.benchmarks import get_benchmark
+from amd.registry import create_benchmark
 from amd.benchmarks.base import Proposal
 from amd.benchmarks.bfcl import BfclMultiTurn, openai_tool
 from amd.errors import AmdError
@@ -23,7 +23,7 @@ def _questions() -> dict:
 
 @pytest.fixture(scope="module")
 def bench():
-    return get_benchmark("bfcl")
+    return create_benchmark("bfcl")
 
 
 def _sha256(path: Path) -> str:

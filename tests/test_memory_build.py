@@ -21,13 +21,16 @@ from test_memory_fixtures import (
 )
 
 from amd.errors import AmdError
-from amd.memory import writers
-from amd.memory.bank import build_bank, load_bank
-from amd.memory.builders import build_entries, successful
+from amd.memory.amd import writers
+from amd.memory.amd.entries import build_entries, successful
+from amd.memory.bank import load_bank
+from amd.memory.build import build_bank
 from amd.memory.placeholders import audit_insight, trajectory_values
 from amd.memory.steps import steps_of
+from amd.registry import create_benchmark
 
 PLACEHOLDER = re.compile(r"<[A-Z_]+>")
+BFCL = create_benchmark("bfcl")
 
 
 def concrete_values_left(text: str, rec: dict) -> list[str]:
@@ -48,17 +51,17 @@ def test_only_successful_trajectories_reach_memory():
 def test_segments_cover_every_step_without_overlap_and_at_most_six():
     for rec in successful(all_records()):
         steps = steps_of(rec)
-        segments = writers.rules_segments(rec["benchmark"], steps)
+        segments = writers.rules_segments(BFCL, steps)
         covered = [i for s in segments for i in range(s["start_step"], s["end_step"] + 1)]
         assert covered == list(range(len(steps))), rec["task_id"]
         assert 1 <= len(segments) <= 6
         assert all(1 <= len(s["label"].split()) <= 5 for s in segments)
-    assert len(writers.rules_segments("bfcl", steps_of(long_math_task(turns=9)))) == 6
+    assert len(writers.rules_segments(BFCL, steps_of(long_math_task(turns=9)))) == 6
 
 
 def test_workflow_insight_names_apps_in_call_order_with_placeholders_only():
     rec = file_and_message_task()
-    insight = build_entries(rec).workflow[0]["insight"]
+    insight = build_entries(rec, BFCL).workflow[0]["insight"]
     order = [insight.index(name) for name in ("GorillaFileSystem.ls", "GorillaFileSystem.mkdir",
                                                "GorillaFileSystem.mv", "MessageAPI.send_message")]
     assert order == sorted(order)
@@ -69,13 +72,13 @@ def test_workflow_insight_names_apps_in_call_order_with_placeholders_only():
 
 
 def test_rules_insight_has_the_data_flow_decision_rule():
-    insight = build_entries(trading_task()).workflow[0]["insight"]
+    insight = build_entries(trading_task(), BFCL).workflow[0]["insight"]
     assert "from the result of TradingBot.get_watchlist" in insight
     assert "NVDA" not in insight and "220.34" not in insight
 
 
 def test_entry_ids_are_stable_and_carry_their_source():
-    first, second = build_entries(file_and_message_task()), build_entries(file_and_message_task())
+    first, second = build_entries(file_and_message_task(), BFCL), build_entries(file_and_message_task(), BFCL)
     entries = first.workflow + first.subtask + first.function
     assert [e["id"] for e in entries] == [e["id"] for e in second.workflow + second.subtask + second.function]
     assert len({e["id"] for e in entries}) == len(entries)
@@ -84,7 +87,7 @@ def test_entry_ids_are_stable_and_carry_their_source():
 
 def test_function_memory_has_every_executed_call_with_context_doc_and_reasoning():
     rec = file_and_message_task()
-    functions = build_entries(rec).function
+    functions = build_entries(rec, BFCL).function
     executed = [c["call"] for t in rec["turns"] for s in t["steps"] for c in s["calls"]]
     assert [f["call"] for f in functions] == executed
     mv = next(f for f in functions if f["name"] == "mv")
@@ -96,7 +99,7 @@ def test_function_memory_has_every_executed_call_with_context_doc_and_reasoning(
 
 
 def test_subtask_example_renders_calls_with_observations_in_both_forms():
-    segment = build_entries(trading_task()).subtask[0]
+    segment = build_entries(trading_task(), BFCL).subtask[0]
     assert "place_order(order_type='Buy', symbol='NVDA', price=220.34, amount=100)" in segment["code"]
     assert '# -> {"order_id": 12446' in segment["code"]
     assert "place_order was" not in segment["code"] and "called place_order" in segment["prose"]
@@ -180,7 +183,7 @@ def planted_insight(prompt):
 def test_model_writer_builds_valid_entries_and_counts_repairs(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
     with writer_server(two_segments, planted_insight) as server:
-        manifest = build_bank([path], f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
+        manifest = build_bank([path], "amd", f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
     bank = load_bank(tmp_path / "bank")
     assert manifest["writer"]["kind"] == "model" and manifest["writer"]["spec"].startswith("vllm:scripted@")
     assert {s["label"] for s in bank.entries["subtask"]} <= {"prepare the inputs", "apply the change"}
@@ -196,9 +199,9 @@ def test_model_writer_malformed_answers_fall_back_to_rules_with_a_log_line(tmp_p
     path = write_jsonl(tmp_path / "t.jsonl", [trading_task()])
     with (caplog.at_level(logging.WARNING, logger="amd.memory"),
           writer_server(lambda n: "I cannot split this.", lambda p: "") as server):
-        manifest = build_bank([path], f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
+        manifest = build_bank([path], "amd", f"vllm:scripted@{server.url}", "hash:64", tmp_path / "bank")
     bank = load_bank(tmp_path / "bank")
-    rules = build_entries(trading_task())
+    rules = build_entries(trading_task(), BFCL)
     assert [s["label"] for s in bank.entries["subtask"]] == [s["label"] for s in rules.subtask]
     assert bank.entries["workflow"][0]["insight"] == rules.workflow[0]["insight"]
     assert manifest["audit"]["writer_fallbacks"] == 1
@@ -210,7 +213,7 @@ def test_model_writer_malformed_answers_fall_back_to_rules_with_a_log_line(tmp_p
 
 def test_manifest_records_sources_agents_counts_and_rules_writer(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
-    manifest = build_bank([path], "rules", "hash:32", tmp_path / "bank")
+    manifest = build_bank([path], "amd", "rules", "hash:32", tmp_path / "bank")
     on_disk = json.loads((tmp_path / "bank" / "manifest.json").read_text())
     assert on_disk == manifest
     assert manifest["writer"]["kind"].startswith("rules") and manifest["embedder"] == "hash:32"
@@ -227,36 +230,36 @@ def test_student_memory_manifest_names_the_student(tmp_path):
                                                                   reply()])], agent="vllm:qwen3-4b@http://h:1/v1"),
                 record("multi_turn_base_8", [("Add 1 and 2.", [reply("3")])], success=False,
                        agent="vllm:qwen3-4b@http://h:1/v1")]
-    manifest = build_bank([write_jsonl(tmp_path / "s.jsonl", students)], "rules", "hash:16", tmp_path / "bank")
+    manifest = build_bank([write_jsonl(tmp_path / "s.jsonl", students)], "amd", "rules", "hash:16", tmp_path / "bank")
     assert [a["spec"] for a in manifest["agents"]] == ["vllm:qwen3-4b@http://h:1/v1"]
     assert manifest["counts"]["workflow"] == 1
 
 
 def test_a_crashed_build_leaves_the_previous_bank_intact(tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
-    build_bank([path], "rules", "hash:32", tmp_path / "bank")
+    build_bank([path], "amd", "rules", "hash:32", tmp_path / "bank")
     before = {p.name: p.read_bytes() for p in (tmp_path / "bank").iterdir()}
 
     def crash(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("amd.memory.bank.np.save", crash)
+    monkeypatch.setattr("amd.memory.bank.faiss.write_index", crash)
     with pytest.raises(RuntimeError):
-        build_bank([write_jsonl(tmp_path / "u.jsonl", [twitter_task()])], "rules", "hash:32", tmp_path / "bank")
+        build_bank([write_jsonl(tmp_path / "u.jsonl", [twitter_task()])], "amd", "rules", "hash:32", tmp_path / "bank")
     assert {p.name: p.read_bytes() for p in (tmp_path / "bank").iterdir()} == before
     monkeypatch.undo()
-    build_bank([tmp_path / "u.jsonl"], "rules", "hash:32", tmp_path / "bank")
+    build_bank([tmp_path / "u.jsonl"], "amd", "rules", "hash:32", tmp_path / "bank")
     assert load_bank(tmp_path / "bank").manifest["counts"]["workflow"] == 1
     assert not (tmp_path / "bank.tmp").exists()
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(AmdError, match="no such trajectory file"):
-        build_bank([tmp_path / "missing.jsonl"], "rules", "hash:8", tmp_path / "bank")
+        build_bank([tmp_path / "missing.jsonl"], "amd", "rules", "hash:8", tmp_path / "bank")
     with pytest.raises(AmdError, match="not a memory bank"):
         load_bank(tmp_path)
     with pytest.raises(AmdError, match="unknown embedder"):
-        build_bank([write_jsonl(tmp_path / "t.jsonl", [failed_task()])], "rules", "hash", tmp_path / "bank")
+        build_bank([write_jsonl(tmp_path / "t.jsonl", [failed_task()])], "amd", "rules", "hash", tmp_path / "bank")
 
 
 def test_writer_params_go_over_the_writer_defaults_and_null_leaves_temperature_out(tmp_path, capsys):

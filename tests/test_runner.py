@@ -5,7 +5,9 @@ import json
 import pytest
 from fixture_benchmark import CounterBenchmark
 
-from amd.agent.agents import AgentReply, OracleAgent
+from amd.agent.agents import OracleAgent
+from amd.agent.base import AgentReply
+from amd.agent.hooks import Injection, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Proposal
 from amd.errors import AmdError
@@ -37,8 +39,12 @@ class AlwaysCalls:
     def observe(self, proposals, outcome, hint=""):
         self.last_hint = hint
 
-    def decompose_chat(self):
+    def student_chat(self):
         return None
+
+
+def context(task_id):
+    return TaskContext(task_id, task_id, "Add one to the counter.")
 
 
 def test_oracle_run_writes_valid_successful_trajectories(tmp_path):
@@ -107,7 +113,7 @@ def test_a_different_run_in_the_same_file_is_refused(tmp_path):
 
 def test_step_limit_per_turn_force_quits_the_task():
     episode = CounterBenchmark().start("count_2_0")
-    record = run_episode(AlwaysCalls(), episode, Limits(max_steps_per_turn=5, max_steps=40))
+    record = run_episode(AlwaysCalls(), episode, Limits(max_steps_per_turn=5, max_steps=40), context("count_2_0"))
     assert record["status"] == "step_limit" and not record["success"]
     assert record["n_steps"] == 5 and len(record["turns"]) == 1
 
@@ -122,27 +128,31 @@ def test_step_limit_per_task_counts_over_turns():
             return super().act() if self.calls_left >= 0 else AgentReply(text="done")
 
     episode = CounterBenchmark().start("count_3_0")
-    record = run_episode(CallOnceThenReply(), episode, Limits(max_steps_per_turn=20, max_steps=6))
+    record = run_episode(CallOnceThenReply(), episode, Limits(max_steps_per_turn=20, max_steps=6), context("count_3_0"))
     assert record["status"] == "step_limit" and record["n_steps"] == 6
 
 
 class RecordingMemory:
     def __init__(self):
-        self.reactive_calls = []
+        self.after_error_calls, self.finished = [], []
 
     def describe(self):
         return {"config": "wf_st_fn", "bank": "fixture"}
 
-    def proactive(self, task_id, instruction, decompose):
-        assert decompose(instruction) == [instruction]  # oracle-like agents have no model to decompose
-        return "MEMORY BLOCK", [{"type": "workflow", "entry_id": "w1", "source_task_id": "other", "similarity": 0.9}]
+    def task_start(self, task):
+        assert task.student is None  # oracle-like agents have no model to ask
+        return Injection("MEMORY BLOCK", [{"type": "workflow", "entry_id": "w1", "source_task_id": "other",
+                                           "similarity": 0.9}])
 
-    def per_turn(self, task_id, user_message):
-        return "", []
+    def user_turn(self, task, message):
+        return Injection()
 
-    def reactive(self, task_id, instruction, failing_functions):
-        self.reactive_calls.append(failing_functions)
-        return "HINT", [{"type": "function", "entry_id": "f1", "source_task_id": "other", "similarity": 0.5}]
+    def after_error(self, task, failing_functions):
+        self.after_error_calls.append(failing_functions)
+        return Injection("HINT", [{"type": "function", "entry_id": "f1", "source_task_id": "other", "similarity": 0.5}])
+
+    def episode_end(self, task, record):
+        self.finished.append((task.task_id, record["task_id"], record["success"]))
 
 
 def test_memory_hooks_are_called_and_recorded():
@@ -154,12 +164,21 @@ def test_memory_hooks_are_called_and_recorded():
             return AgentReply(text="bad", proposals=[Proposal(source="sub(n=1)", name="sub", arguments={"n": 1})])
 
     agent, memory = CallsBadThenStops(), RecordingMemory()
-    record = run_episode(agent, CounterBenchmark().start("count_1_0"), Limits(), memory)
+    record = run_episode(agent, CounterBenchmark().start("count_1_0"), Limits(), context("count_1_0"), memory)
     assert agent.memory_text == "MEMORY BLOCK" and agent.last_hint == "HINT"
-    assert memory.reactive_calls == [["sub"]]
+    assert memory.after_error_calls == [["sub"]]
     assert record["system_memory"][0]["entry_id"] == "w1"
     assert record["turns"][0]["steps"][0]["injected_memory"][0]["entry_id"] == "f1"
     assert record["turns"][0]["steps"][0]["error"] and not record["success"]
+
+
+def test_the_runner_calls_episode_end_with_every_written_record_in_a_fixed_order(tmp_path):
+    benchmark, memory = CounterBenchmark(), RecordingMemory()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark, memory=memory, memory_info={"config": "wf_st_fn", "bank": "fixture"}),
+              benchmark.task_ids(), out, progress=False)
+    assert memory.finished == [(task_id, task_id, True) for task_id in benchmark.task_ids()]
+    assert [r["task_group"] for r in read_trajectories(out)] == benchmark.task_ids()
 
 
 def test_a_corrupt_line_in_the_middle_is_an_error_with_its_line_number(tmp_path):

@@ -17,7 +17,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "tests/slurm/cluster.sh"
-WORKFLOW_FILES = ("Snakefile", "rules", "schemas", "config", "report", "profiles", "environment.yml")
+WORKFLOW_FILES = ("Snakefile", "rules", "config", "report", "profiles", "environment.yml")
 
 
 def _why_not() -> str | None:

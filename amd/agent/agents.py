@@ -1,33 +1,28 @@
 """Agents: a model agent (any OpenAI-compatible model) and the oracle teacher (ground truth, no model).
 
-An agent keeps its own conversation and answers one step at a time. The loop in `amd.agent.loop` drives it:
-begin → add_user → act → observe → act → ... The same interface serves teachers and students.
+An agent keeps its own conversation and answers one step at a time (`amd.agent.base.Agent`). The loop in
+`amd.agent.loop` drives it: begin → add_user → act → observe → act → ... The same interface serves teachers and
+students. Agents are registered in `amd.registry` (AGENTS).
 """
 
 import json
-from dataclasses import dataclass, field
 
+from amd.agent.base import AgentReply
 from amd.agent.parsing import parse_reply
-from amd.benchmarks.base import Proposal, StepOutcome
+from amd.benchmarks.base import Episode, Proposal, StepOutcome
+from amd.errors import AmdError
 from amd.prompts import load_prompt
-
-
-@dataclass
-class AgentReply:
-    text: str
-    proposals: list[Proposal] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached: bool = False
-    requests: int = 0
-    error: str | None = None
 
 
 class ModelAgent:
     """Talks to a model through `amd.llm` (OpenAI SDK). Native tool calls where the server fills them (vLLM with a
     tool parser, OpenAI); otherwise the tool docs go in the system prompt and calls are parsed from the text."""
 
-    kind = "model"
+    needs_model = True
+
+    @classmethod
+    def create(cls, episode: Episode, model) -> "ModelAgent":
+        return cls(model)
 
     def __init__(self, model):
         self.model = model
@@ -74,8 +69,8 @@ class ModelAgent:
             results = "\n".join(lines)
             self.messages.append({"role": "user", "content": load_prompt("observation").format(results=results)})
 
-    def decompose_chat(self):
-        """The chat function memory uses to have the student decompose an instruction into subtask labels."""
+    def student_chat(self):
+        """The model's chat, for what a memory method asks of the student (a decomposition, keywords)."""
         return self.model.chat
 
     def _remember_reply(self, text: str, proposals: list[Proposal], native: bool) -> None:
@@ -98,7 +93,15 @@ class OracleAgent:
     """The upper-bound teacher: replays the benchmark's ground-truth calls in the real environment, one call per
     step, then ends each turn with a no-call reply. It needs no model; its trajectories are labelled kind=oracle."""
 
-    kind = "oracle"
+    needs_model = False
+    description = "ground-truth calls executed one per step; an upper-bound teacher, no model"
+
+    @classmethod
+    def create(cls, episode: Episode, model=None) -> "OracleAgent":
+        turns = episode.reference_turns()
+        if turns is None:
+            raise AmdError(f"{episode.task_id}: the benchmark has no ground-truth actions for the oracle")
+        return cls(turns)
 
     def __init__(self, reference_turns: list[list[Proposal]]):
         self.reference_turns = reference_turns
@@ -122,5 +125,5 @@ class OracleAgent:
     def observe(self, proposals: list[Proposal], outcome: StepOutcome, hint: str = "") -> None:
         pass
 
-    def decompose_chat(self):
+    def student_chat(self):
         return None

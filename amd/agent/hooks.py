@@ -1,20 +1,38 @@
-"""How memory reaches the agent loop. `amd.memory` implements `MemoryHooks`; zero-shot runs pass None."""
+"""How memory reaches the agent loop. A memory method (`amd.memory`) implements `MemoryHooks`; zero-shot runs
+pass None. The loop never imports a memory method: what a method needs from the student (a decomposition into
+subtasks, keywords) it asks through `TaskContext.student`, with its own prompts."""
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
+
+
+@dataclass
+class TaskContext:
+    task_id: str
+    task_group: str  # the scenario the task belongs to; memory from the same group is never retrieved
+    instruction: str  # the retrieval query (the task's instruction)
+    student: Callable | None = None  # the student's chat (messages -> amd.llm.ChatReply); None without a model
+
+
+@dataclass
+class Injection:
+    text: str = ""  # what the agent sees ("" for nothing)
+    records: list[dict] = field(default_factory=list)  # what was injected: type, entry id, source task, similarity
 
 
 class MemoryHooks(Protocol):
     def describe(self) -> dict:
-        """The trajectory's `memory` field: config, bank, bank_sha256, protocol, k, delta."""
+        """The trajectory's `memory` field: config, method, bank, bank_sha256, protocol, k, delta."""
 
-    def proactive(self, task_id: str, instruction: str,
-                  decompose: Callable[[str], list[str]]) -> tuple[str, list[dict]]:
-        """Text for the system prompt (after the tool docs) and its injection records, at task start.
-        `decompose` asks the student for at most 6 subtask labels."""
+    def task_start(self, task: TaskContext) -> Injection:
+        """Text for the system prompt (after the tool docs), at task start."""
 
-    def per_turn(self, task_id: str, user_message: str) -> tuple[str, list[dict]]:
-        """Text appended to a user turn (per-turn subtask retrieval) and its records; ("", []) when off."""
+    def user_turn(self, task: TaskContext, message: str) -> Injection:
+        """Text appended to a user turn."""
 
-    def reactive(self, task_id: str, instruction: str, failing_functions: list[str]) -> tuple[str, list[dict]]:
-        """A hint block appended after an error observation, and its records; ("", []) when nothing fits."""
+    def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
+        """A hint block appended after an error observation."""
+
+    def episode_end(self, task: TaskContext, record: dict) -> None:
+        """Called with each finished task's trajectory record (methods that update memory online)."""

@@ -1,14 +1,14 @@
-"""One episode: the agent loop with the official BFCL turn semantics and the memory hooks.
+"""One episode: the agent loop (multi-turn semantics of the official tool-use harnesses) and the memory hooks.
 
 Per user turn the agent acts until it answers with no call; more than `max_steps_per_turn` steps in one turn, or
 `max_steps` over the task, force-quits the task (scored as failed, as the official harness does). Memory enters at
-three points: the system prompt at start (proactive), each user turn (per-turn variant), after an error (reactive).
+three points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`).
 """
 
 import time
 from dataclasses import dataclass
 
-from amd.agent.hooks import MemoryHooks
+from amd.agent.hooks import Injection, MemoryHooks, TaskContext
 
 
 @dataclass
@@ -25,17 +25,15 @@ class _ModelFailure(Exception):
     pass
 
 
-def run_episode(agent, episode, limits: Limits, memory: MemoryHooks | None = None) -> dict:
+def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None = None) -> dict:
     """Run one task to the end and return the task part of its trajectory record."""
     started = time.monotonic()
-    system_text, system_records = ("", [])
-    if memory is not None:
-        system_text, system_records = memory.proactive(episode.task_id, episode.instruction, _decomposer(agent))
-    agent.begin(episode.tools, system_text)
+    system = memory.task_start(task) if memory is not None else Injection()
+    agent.begin(episode.tools, system.text)
     turns: list[dict] = []
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, memory, turns)
+        _run_turns(agent, episode, limits, task, memory, turns)
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -44,8 +42,9 @@ def run_episode(agent, episode, limits: Limits, memory: MemoryHooks | None = Non
     steps = [step for turn in turns for step in turn["steps"]]
     return {
         "task_id": episode.task_id,
+        "task_group": task.task_group,
         "instruction": episode.instruction,
-        "system_memory": system_records,
+        "system_memory": system.records,
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
         "success": bool(verdict.success) and status == "finished",
@@ -60,21 +59,19 @@ def run_episode(agent, episode, limits: Limits, memory: MemoryHooks | None = Non
     }
 
 
-def _run_turns(agent, episode, limits, memory, turns) -> None:
+def _run_turns(agent, episode, limits, task, memory, turns) -> None:
     total_steps = 0
     last_reply = None
     while (user := episode.next_user_message(last_reply)) is not None:
-        turn_text, turn_records = ("", [])
-        if memory is not None:
-            turn_text, turn_records = memory.per_turn(episode.task_id, user)
-        agent.add_user(user, turn_text)
-        turn = {"user": user, "steps": [], "injected_memory": turn_records}
+        injected = memory.user_turn(task, user) if memory is not None else Injection()
+        agent.add_user(user, injected.text)
+        turn = {"user": user, "steps": [], "injected_memory": injected.records}
         turns.append(turn)
         for _ in range(limits.max_steps_per_turn):
             if total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text = _run_step(agent, episode, memory)
+            step, reply_text = _run_step(agent, episode, task, memory)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
@@ -85,7 +82,7 @@ def _run_turns(agent, episode, limits, memory, turns) -> None:
             raise _StepLimit(f"more than {limits.max_steps_per_turn} steps in turn {len(turns)}")
 
 
-def _run_step(agent, episode, memory) -> tuple[dict, str | None]:
+def _run_step(agent, episode, task, memory) -> tuple[dict, str | None]:
     """One model step. Returns the step record and, when the turn ended (a reply with no call), the reply text."""
     reply = agent.act()
     step = {
@@ -107,18 +104,9 @@ def _run_step(agent, episode, memory) -> tuple[dict, str | None]:
     outcome = episode.execute(reply.proposals)
     step.update(calls=[vars(call) for call in outcome.calls], rejected=outcome.rejected,
                 observations=outcome.observations, error=outcome.error)
-    hint = ""
+    hint = Injection()
     if memory is not None and outcome.error and outcome.failing_functions:
-        hint, step["injected_memory"] = memory.reactive(episode.task_id, episode.instruction,
-                                                        outcome.failing_functions)
-    agent.observe(reply.proposals, outcome, hint)
+        hint = memory.after_error(task, outcome.failing_functions)
+        step["injected_memory"] = hint.records
+    agent.observe(reply.proposals, outcome, hint.text)
     return step, None
-
-
-def _decomposer(agent):
-    chat = agent.decompose_chat()
-    if chat is None:
-        return lambda instruction: [instruction]
-    from amd.memory.decompose import decompose_instruction
-
-    return lambda instruction: decompose_instruction(chat, instruction)

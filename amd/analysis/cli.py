@@ -1,22 +1,19 @@
 """`amd table NAME --runs F... --out X.csv X.md` and `amd figure NAME --runs F... --out X.pdf`."""
 
 from amd.errors import AmdError
-
-TABLE_NAMES = ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
-               "table6_protocols")
-FIGURE_NAMES = ("fig3_steps", "fig4_student_size", "fig5_k_sweep")
+from amd.vocabulary import output_names
 
 
 def register(subparsers) -> None:
     table = subparsers.add_parser("table", help="make one of the paper's tables from run files")
-    table.add_argument("name", choices=TABLE_NAMES)
+    table.add_argument("name", choices=output_names("table"))
     table.add_argument("--runs", nargs="+", required=True, help="trajectory files (JSONL) of the runs to tabulate")
     table.add_argument("--out", nargs=2, required=True, metavar=("CSV", "MD"))
     table.add_argument("--note", default="", help="printed under the table (e.g. what the setting can show)")
     table.set_defaults(handler=make_table)
 
     figure = subparsers.add_parser("figure", help="make one of the paper's figures from run files")
-    figure.add_argument("name", choices=FIGURE_NAMES)
+    figure.add_argument("name", choices=output_names("figure"))
     figure.add_argument("--runs", nargs="+", required=True, help="trajectory files (JSONL) of the runs to plot")
     figure.add_argument("--out", required=True, help="PDF path")
     figure.add_argument("--note", default="", help="printed under the figure")

@@ -1,5 +1,6 @@
 """The paper's figures from run files: black-and-white readable (markers, hatches, line styles), PDF output."""
 
+import itertools
 import re
 
 import matplotlib
@@ -9,10 +10,10 @@ import matplotlib.pyplot as plt
 
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.tables import AMD_CONFIG, MEMORY_ORDER, _students, aggregate
-from amd.errors import AmdError, did_you_mean
+from amd.errors import AmdError
 
 HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
-MARKERS = {"wf": "o", "st": "s", "fn": "^"}
+MARKERS = ("o", "s", "^", "D", "v", "P")
 STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.6}
 
 
@@ -103,11 +104,12 @@ def fig5_k_sweep(runs, note=""):
     students = students[students["role"] == "memory"]
     if students.empty:
         raise AmdError("fig5_k_sweep: no memory runs among --runs")
-    base = {t: min(k.get(t, 1) for k in students["k"]) for t in MARKERS}
+    types = list(dict.fromkeys(code for k in students["k"] for code in k))
+    base = {t: min(k.get(t, 1) for k in students["k"]) for t in types}
     reference = load_reference()
     fig, ax = plt.subplots(figsize=(3.6, 3.0))
     drew_paper = False
-    for memory_type, marker in MARKERS.items():
+    for memory_type, marker in zip(types, itertools.cycle(MARKERS)):
         points = {}
         for _, run in students.iterrows():
             k = run["k"]
@@ -132,14 +134,12 @@ def fig5_k_sweep(runs, note=""):
     return fig
 
 
-BUILDERS = {"fig3_steps": fig3_steps, "fig4_student_size": fig4_student_size, "fig5_k_sweep": fig5_k_sweep}
-
-
 def write_figure(name: str, runs, out_path, note: str = "") -> None:
-    if name not in BUILDERS:
-        raise AmdError(f"unknown figure {name!r}{did_you_mean(name, BUILDERS)}; known: {', '.join(BUILDERS)}")
+    """The registered figure `name` (amd.registry OUTPUTS) as a PDF."""
+    from amd.registry import OUTPUTS
+
     with plt.rc_context(STYLE):
-        fig = BUILDERS[name](runs, note)
+        fig = OUTPUTS.load(name)(runs, note)
         fig.tight_layout(rect=(0, 0.12, 1, 1))
         fig.savefig(out_path)
         plt.close(fig)

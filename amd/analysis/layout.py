@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 
 NAME = r"[A-Za-z0-9_]+"
-MEMORY_TYPES = ("wf", "st", "fn")
+K_ITEM = re.compile(r"^([a-z]+)([0-9]+)$")  # one memory type code and its k, as in k_wf1_st2
 
 TEACHER_RUN = "results/{benchmark}/teacher-{teacher}/trajectories.jsonl"
-BANK_DIR = "results/{benchmark}/bank/{teacher}-{writer}-{embedder}-{representation}"
-BANK_FILES = ("manifest.json", "workflow.jsonl", "subtask.jsonl", "function.jsonl", "workflow.faiss", "subtask.faiss")
+BANK_DIR = "results/{benchmark}/bank/{method}/{teacher}-{writer}-{embedder}-{representation}"
 ZERO_SHOT_RUN = "results/{benchmark}/student-{student}/zero_shot/seed{seed}/trajectories.jsonl"
 MEMORY_RUN = (
     "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}-{representation}"
@@ -39,14 +38,15 @@ _RUN_PATTERNS = {
 }
 
 
-def format_k(k: dict, memory_types) -> str:
-    """{'wf': 1, 'st': 2, 'fn': 1} with types ('wf', 'st') -> 'wf1_st2' (only the types the config uses)."""
-    return "_".join(f"{t}{int(k[t])}" for t in MEMORY_TYPES if t in memory_types)
+def format_k(k: dict, type_codes) -> str:
+    """{'wf': 1, 'st': 2, 'fn': 1} with codes ('wf', 'st') -> 'wf1_st2' (only the types the config uses, in its
+    order)."""
+    return "_".join(f"{code}{int(k[code])}" for code in type_codes)
 
 
 def parse_k(text: str) -> dict:
     """'wf1_st2' -> {'wf': 1, 'st': 2}."""
-    return {item[:2]: int(item[2:]) for item in text.split("_") if item}
+    return {match.group(1): int(match.group(2)) for item in text.split("_") if (match := K_ITEM.match(item))}
 
 
 def describe_run(path) -> dict:

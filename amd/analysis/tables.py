@@ -11,9 +11,10 @@ import pandas as pd
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
+from amd.vocabulary import AMD_FULL, memory_configs
 
-AMD_CONFIG = "wf_st_fn"
-MEMORY_ORDER = ["zero_shot", "wf", "wf_st", "wf_st_fn", "wf_fn", "st_only", "fn_only", "student_memory"]
+AMD_CONFIG = AMD_FULL
+MEMORY_ORDER = [*memory_configs(), "student_memory"]
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) zero-shot and with AMD memory (WF+ST+FN); delta = AMD - zero-shot.",
@@ -164,15 +165,18 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
         ["benchmark", "student", "protocol", "memory", "success", "std", "runs", "tasks"]]
 
 
-BUILDERS = {name: globals()[name] for name in CAPTIONS}
-
-
 def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
-    if name not in BUILDERS:
-        from amd.errors import did_you_mean
+    """The registered table `name` (amd.registry OUTPUTS) computed from the runs frame."""
+    from amd.registry import OUTPUTS
 
-        raise AmdError(f"unknown table {name!r}{did_you_mean(name, BUILDERS)}; known: {', '.join(BUILDERS)}")
-    return BUILDERS[name](runs)
+    return OUTPUTS.load(name)(runs)
+
+
+def caption(name: str) -> str:
+    """The table's caption: the paper's tables have one here; a plug-in table's docstring gives its own."""
+    from amd.registry import OUTPUTS
+
+    return CAPTIONS.get(name) or (OUTPUTS.load(name).__doc__ or name).strip().splitlines()[0]
 
 
 def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "") -> None:
@@ -180,7 +184,7 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     rounded = table.round(2)
     rounded.to_csv(csv_path, index=False)
     shown = rounded.astype(object).where(rounded.notna(), None)
-    lines = [f"**{CAPTIONS[name]}**", "", shown.to_markdown(index=False, floatfmt=".2f", missingval="—"), ""]
+    lines = [f"**{caption(name)}**", "", shown.to_markdown(index=False, floatfmt=".2f", missingval="—"), ""]
     if any(column.startswith("paper") for column in table.columns):
         lines.append(f"`paper*` columns: {CITATION} A dash marks a cell the paper does not report.")
     if note:

@@ -5,11 +5,15 @@ what the agent proposes, and scores itself when done. This fits:
 - tool-call worlds (BFCL, AgentDojo): `execute` receives parsed call proposals;
 - code-action worlds (AppWorld): a proposal carries `code` instead of a call;
 - simulated-user worlds (ToolSandbox): `next_user_message` sees the agent's last reply.
-The agent loop (`amd.agent.loop`) depends only on this module.
+A benchmark also owns what only it knows: its functions' docs and apps, task groups (variants of one scenario,
+which the leakage protocols keep together) and re-scoring of stored trajectories. The agent loop
+(`amd.agent.loop`) depends only on this module; a new benchmark is a module plus a line in `amd.registry`.
 """
 
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from amd.errors import AmdError
 
 
 @dataclass
@@ -46,6 +50,13 @@ class Verdict:
     decoded_calls: list  # per turn, per step, canonical call strings
 
 
+@dataclass(frozen=True)
+class FunctionInfo:
+    app: str | None  # the app (class, service) the function belongs to; None when unknown
+    doc: dict | None  # its tool doc as the benchmark ships it
+    label: str | None = None  # a short verb phrase for what it does ("list files"), where the benchmark has one
+
+
 class Episode(Protocol):
     task_id: str
     instruction: str  # the retrieval query for memory (BFCL: the first user turn)
@@ -69,7 +80,33 @@ class Benchmark(Protocol):
 
     def task_ids(self) -> list[str]: ...
 
+    def task_group(self, task_id: str) -> str:
+        """The scenario a task is a variant of; the leakage protocols exclude and split whole groups."""
+
     def data_version(self) -> dict:
         """{"package": "name==version", "sha256": <data file hash>, ...}"""
 
     def start(self, task_id: str) -> Episode: ...
+
+    def function_info(self, name: str) -> FunctionInfo:
+        """App, tool doc and label of a function the agent called (memory building)."""
+
+    def rescore(self, record: dict) -> bool:
+        """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
+
+
+class BenchmarkDefaults:
+    """Defaults for the parts of the protocol a benchmark may not need: every task is its own group, a dotted
+    call name `app.function` names its app, and re-scoring is not offered."""
+
+    name = "benchmark"
+
+    def task_group(self, task_id: str) -> str:
+        return task_id
+
+    def function_info(self, name: str) -> FunctionInfo:
+        app, dot, _ = name.partition(".")
+        return FunctionInfo(app if dot else None, None)
+
+    def rescore(self, record: dict) -> bool:
+        raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")

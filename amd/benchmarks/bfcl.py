@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from amd.benchmarks.base import ExecutedCall, Proposal, StepOutcome, Verdict
+from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
@@ -26,6 +26,13 @@ from amd.paths import cache_dir
 CATEGORY = "multi_turn_base"
 DATA_FILE = "BFCL_v4_multi_turn_base.json"
 GORILLA_TO_JSON_SCHEMA = {"dict": "object", "float": "number", "tuple": "array", "any": None}
+FUNCTION_LABELS = {  # the file-system commands as verb phrases (subtask labels of the rules writer)
+    "ls": "list files", "cd": "change directory", "pwd": "show current directory", "mkdir": "make directory",
+    "touch": "create file", "cat": "read file", "grep": "search file contents", "mv": "move file",
+    "cp": "copy file", "rm": "remove file", "rmdir": "remove directory", "wc": "count file contents",
+    "sort": "sort file", "diff": "compare files", "tail": "read file end", "echo": "write text",
+    "du": "measure disk usage", "find": "find files",
+}
 
 
 def _import_bfcl(module: str):
@@ -40,6 +47,7 @@ class _Dataset:
     ground_truth: dict  # task id → [[call string, ...] per turn]
     class_docs: dict  # class name → [Gorilla tool doc, ...]
     version: dict
+    groups: dict  # task id → the first task id with the same first user turn (variants of one request)
 
 
 @functools.cache
@@ -61,10 +69,32 @@ def _dataset() -> _Dataset:
         "ground_truth_sha256": _sha256(answers),
         "category": CATEGORY,
     }
-    return _Dataset(entries, ground_truth, class_docs, version)
+    return _Dataset(entries, ground_truth, class_docs, version, _groups_by_first_turn(entries))
 
 
-class BfclMultiTurn:
+@functools.cache
+def _functions() -> dict[str, tuple[str, dict]]:
+    """function name → (class name, Gorilla tool doc)."""
+    return {doc["name"]: (name, doc) for name, docs in _dataset().class_docs.items() for doc in docs}
+
+
+def _first_turn(entry: dict) -> str:
+    return "\n\n".join(message["content"] for message in entry["question"][0])
+
+
+def _groups_by_first_turn(entries: dict) -> dict:
+    """Tasks whose first user turn is identical are one group, named by the first of them."""
+    first_of = {}
+    for task_id in sorted(entries, key=_task_number):
+        first_of.setdefault(_first_turn(entries[task_id]), task_id)
+    return {task_id: first_of[_first_turn(entry)] for task_id, entry in entries.items()}
+
+
+def _task_number(task_id: str) -> int:
+    return int(task_id.rsplit("_", 1)[1])
+
+
+class BfclMultiTurn(BenchmarkDefaults):
     name = "bfcl"
 
     def __init__(self, **options):
@@ -73,7 +103,10 @@ class BfclMultiTurn:
         self._data = _dataset()
 
     def task_ids(self) -> list[str]:
-        return sorted(self._data.entries, key=lambda task_id: int(task_id.rsplit("_", 1)[1]))
+        return sorted(self._data.entries, key=_task_number)
+
+    def task_group(self, task_id: str) -> str:
+        return self._data.groups[self._entry(task_id)["id"]]
 
     def data_version(self) -> dict:
         return dict(self._data.version)
@@ -82,6 +115,15 @@ class BfclMultiTurn:
         entry = self._entry(task_id)
         docs = {name: self._data.class_docs[name] for name in entry["involved_classes"]}
         return BfclEpisode(entry, self._data.ground_truth[task_id], docs)
+
+    def function_info(self, name: str) -> FunctionInfo:
+        """Class and tool doc of a function (no two classes of the set share a function name)."""
+        class_name, doc = _functions().get(name, (None, None))
+        return FunctionInfo(class_name, doc, FUNCTION_LABELS.get(name))
+
+    def rescore(self, record: dict) -> bool:
+        """The official checker's verdict on a stored trajectory's decoded_calls."""
+        return bool(rescore(record).get("valid"))
 
     def _entry(self, task_id: str) -> dict:
         if not isinstance(task_id, str):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from amd.errors import AmdError, did_you_mean
 
 KNOWN_FORMS = "openai:MODEL, vllm:MODEL@http://host:port/v1, local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b"
+MODEL_KINDS = ("openai", "vllm", "local")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,5 @@
-"""Memory distillation (paper Sections 3.2-3.3): successful trajectories -> workflow, subtask and function memory
-on disk (`bank.py`), embedded for retrieval (`embed.py`), and injected into the agent loop (`hooks.py`).
-
-Representation (paper Table 4): every entry stores both renderings, prose and code; the one shown to the agent is
-chosen at render time (`render.py`): the bank's default (`amd memory build --representation`, else the paper's
-best: workflow prose, subtask code, function code), overridable per run in `load_memory_hooks`.
+"""Memory: methods that distil run files into a bank (`build.py`, `bank.py`: entries + FAISS indexes on disk),
+embedders (`embed.py`), the method interface and what all methods share (`method.py`: protocols, vector search,
+injection records), and the methods themselves: `amd/` (the paper's workflow, subtask and function memory).
+A new method is a module plus a line in `amd.registry` (MEMORY_METHODS) naming its memory types and configs.
 """

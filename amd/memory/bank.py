@@ -1,19 +1,18 @@
-"""The memory bank on disk, and vector search over it.
+"""A memory bank on disk, whatever method wrote it, and vector search over it.
 
-    DIR/manifest.json        writer, embedder, dim, sources (sha256), agents, task ids, counts, audit, version
-    DIR/workflow.jsonl       entries, one per line; workflow.faiss indexes their `query` (the task instruction)
-    DIR/subtask.jsonl        subtask.faiss indexes their `description`
-    DIR/function.jsonl       looked up by `name`; function_reasoning.npy holds the `reasoning` vectors, row = line
+    DIR/manifest.json      method (name, version), writer, embedder, dim, sources (sha256), task ids and groups,
+                           types and counts, plus what the method adds (audit, representation, ...)
+    DIR/TYPE.jsonl         one entry per line: id, type, source_task_id, source_group, and the method's fields
+    DIR/TYPE.faiss         faiss IndexFlatIP over the L2-normalized embeddings of each entry's embedded field,
+                           row = line, so scores are cosine similarities
 
-Indexes are faiss IndexFlatIP over L2-normalized float32 vectors, so scores are cosine similarities. A build writes
-DIR.tmp and renames it into place: a crash never leaves a half-written bank at DIR.
+A bank is written to DIR.tmp and renamed into place: a crash never leaves a half-written bank at DIR.
 """
 
 import hashlib
 import json
 import os
 import shutil
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,107 +20,30 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-import amd
 from amd.errors import AmdError
-from amd.memory.builders import BuildResult, build_entries, successful
-from amd.memory.embed import get_embedder
-from amd.memory.render import REPRESENTATIONS, check_representation
-from amd.schema import read_trajectories
 
-BANK_SCHEMA = "amd.memory_bank/1"
-TYPES = ("workflow", "subtask", "function")
-EMBEDDED_FIELD = {"workflow": "query", "subtask": "description", "function": "reasoning"}
-RULES_WRITER = "rules"
+BANK_SCHEMA = "amd.memory_bank/2"
 
 
-def sha256_file(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+@dataclass
+class BankContents:
+    """What a memory method distilled: entries per type name, the field of each type that is embedded, and
+    manifest fields of its own."""
+
+    entries: dict[str, list[dict]]
+    embedded: dict[str, str]
+    manifest: dict = field(default_factory=dict)
 
 
-# ---- build -----------------------------------------------------------------------------------------------------
-
-def build_bank(trajectory_paths: list, writer: str, embedder_spec: str, out_dir,
-               writer_params: dict | None = None, representation: dict | None = None,
-               writer_concurrency: int = 4) -> dict:
-    """Distill the successful trajectories of `trajectory_paths` into a bank at `out_dir`; returns the manifest.
-    `representation` ({type: prose|code}) is the bank's default rendering; both forms are stored either way."""
-    representation = check_representation(representation)
-    if writer_concurrency < 1:
-        raise AmdError(f"writer concurrency must be at least 1, got {writer_concurrency}")
-    embedder = get_embedder(embedder_spec)
-    sources, records = [], []
-    for path in trajectory_paths:
-        file_records = read_trajectories(path)
-        sources.append({"path": str(path), "sha256": sha256_file(path), "records": len(file_records),
-                        "successful": sum(r["success"] is True for r in file_records)})
-        records.extend(file_records)
-    used = successful(records)
-    result = _distill(used, writer, writer_params or {}, writer_concurrency)
-    vectors = {t: embedder.embed([e[EMBEDDED_FIELD[t]] for e in getattr(result, t)], progress=True) for t in TYPES}
-    manifest = {
-        "schema": BANK_SCHEMA, "amd_version": amd.__version__,
-        "writer": _writer_description(writer, writer_params or {}),
-        "embedder": embedder.spec, "dim": embedder.dim,
-        "representation": {"stored": list(REPRESENTATIONS), "default": representation},
-        "sources": sources,
-        "agents": _unique([r["agent"] for r in used]),
-        "benchmarks": sorted({r["benchmark"] for r in records}),
-        "task_ids": sorted({r["task_id"] for r in records}),
-        "successful_task_ids": sorted(r["task_id"] for r in used),
-        "counts": {t: len(getattr(result, t)) for t in TYPES},
-        "audit": {key: result.audit.get(key, 0) for key in
-                  ("insights_repaired", "insights_rejected", "values_replaced", "writer_fallbacks")},
-    }
-    _write_atomically(Path(out_dir), manifest, result, vectors)
-    return manifest
-
-
-def _distill(records: list[dict], writer: str, writer_params: dict, concurrency: int) -> BuildResult:
-    """Entries of every record, in record order; a model writer serves `concurrency` records at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tqdm import tqdm
-
-    progress = {"desc": "distilling", "unit": "task", "file": sys.stderr, "disable": len(records) < 2,
-                "total": len(records)}
-    if writer == RULES_WRITER:
-        return _merge(build_entries(record) for record in tqdm(records, **progress))
-    from amd.llm import open_model
-
-    with open_model(writer, writer_params) as model, ThreadPoolExecutor(concurrency) as pool:
-        chat = model.chat  # thread-safe
-        return _merge(tqdm(pool.map(lambda record: build_entries(record, chat), records), **progress))
-
-
-def _merge(results) -> BuildResult:
-    merged = BuildResult()
-    for result in results:
-        for memory_type in TYPES:
-            getattr(merged, memory_type).extend(getattr(result, memory_type))
-        merged.audit.update(result.audit)
-    return merged
-
-
-def _writer_description(writer: str, params: dict) -> dict:
-    if writer == RULES_WRITER:
-        return {"spec": RULES_WRITER, "kind": "rules (deterministic, model-free templates)"}
-    return {"spec": writer, "kind": "model", "params": params}
-
-
-def _unique(items: list[dict]) -> list[dict]:
-    return [json.loads(text) for text in dict.fromkeys(json.dumps(i, sort_keys=True) for i in items)]
-
-
-def _write_atomically(out_dir: Path, manifest: dict, result: BuildResult, vectors: dict) -> None:
+def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[str, np.ndarray]) -> None:
+    out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for memory_type in TYPES:
-        with open(tmp / f"{memory_type}.jsonl", "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in getattr(result, memory_type))
-    for memory_type in ("workflow", "subtask"):
-        faiss.write_index(_flat_index(vectors[memory_type], manifest["dim"]), str(tmp / f"{memory_type}.faiss"))
-    np.save(tmp / "function_reasoning.npy", vectors["function"])
+    for type_name, entries in contents.entries.items():
+        with open(tmp / f"{type_name}.jsonl", "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
+        faiss.write_index(flat_index(vectors[type_name], manifest["dim"]), str(tmp / f"{type_name}.faiss"))
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
@@ -134,56 +56,50 @@ def _write_atomically(out_dir: Path, manifest: dict, result: BuildResult, vector
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _flat_index(vectors: np.ndarray, dim: int) -> faiss.IndexFlatIP:
+def flat_index(vectors: np.ndarray, dim: int) -> faiss.IndexFlatIP:
     index = faiss.IndexFlatIP(dim)
     if len(vectors):
         index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
 
 
-# ---- load and search ----------------------------------------------------------------------------------------------
-
 @dataclass
 class Bank:
     path: Path
     manifest: dict
     manifest_sha256: str
-    entries: dict  # type -> list of entries, in index order
-    indexes: dict  # "workflow"/"subtask" -> faiss index
-    reasoning: np.ndarray  # function reasoning vectors, row = function entry
-    by_name: dict = field(default_factory=dict)  # function name -> row numbers
-    per_source: dict = field(default_factory=dict)  # type -> Counter of source_task_id
+    entries: dict  # type name -> list of entries, in index order
+    indexes: dict  # type name -> faiss index over the embedded field
+    per_group: dict = field(default_factory=dict)  # type name -> Counter of source_group
 
     def __post_init__(self):
-        self.per_source = {t: Counter(e["source_task_id"] for e in self.entries[t]) for t in TYPES}
-        for row, entry in enumerate(self.entries["function"]):
-            self.by_name.setdefault(entry["name"], []).append(row)
-            if entry.get("app"):
-                self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
+        self.per_group = {t: Counter(e["source_group"] for e in entries) for t, entries in self.entries.items()}
 
-    def search(self, memory_type: str, vector: np.ndarray, k: int, delta: float,
-               exclude_source: str | None = None) -> list[tuple[dict, float]]:
-        """Top-k entries with cosine ≥ delta, never one whose source_task_id is `exclude_source`."""
-        index, entries = self.indexes[memory_type], self.entries[memory_type]
-        own = self.per_source[memory_type][exclude_source] if exclude_source else 0
+    def vectors(self, type_name: str) -> np.ndarray:
+        index = self.indexes[type_name]
+        return index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, self.manifest["dim"]))
+
+    def search(self, type_name: str, vector: np.ndarray, k: int, delta: float | None,
+               exclude_group: str | None = None) -> list[tuple[dict, float]]:
+        """Top-k entries with cosine ≥ delta (None: any), never one distilled from the group `exclude_group`."""
+        index, entries = self.indexes[type_name], self.entries[type_name]
+        own = self.per_group[type_name][exclude_group] if exclude_group else 0
         wanted = min(k + own, index.ntotal)
         if k <= 0 or wanted == 0:
             return []
         scores, rows = index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), wanted)
+        floor = -np.inf if delta is None else delta
         hits = [(entries[row], float(score)) for row, score in zip(rows[0], scores[0])
-                if row >= 0 and score >= delta and entries[row]["source_task_id"] != exclude_source]
+                if row >= 0 and score >= floor and entries[row]["source_group"] != exclude_group]
         return hits[:k]
 
-    def restricted(self, allowed_sources: set[str]) -> "Bank":
-        """A bank holding only the entries distilled from `allowed_sources` (cross-split memory side)."""
-        keep = {t: [i for i, e in enumerate(self.entries[t]) if e["source_task_id"] in allowed_sources]
-                for t in TYPES}
-        indexes = {t: _flat_index(self.indexes[t].reconstruct_n(0, self.indexes[t].ntotal)[keep[t]]
-                                  if self.indexes[t].ntotal else np.zeros((0, self.manifest["dim"])),
-                                  self.manifest["dim"]) for t in ("workflow", "subtask")}
-        return Bank(self.path, self.manifest, self.manifest_sha256,
-                    {t: [self.entries[t][i] for i in keep[t]] for t in TYPES}, indexes,
-                    self.reasoning[keep["function"]])
+    def restricted(self, allowed_groups: set[str]) -> "Bank":
+        """A bank holding only the entries distilled from `allowed_groups` (cross-split memory side)."""
+        keep = {t: [i for i, e in enumerate(entries) if e["source_group"] in allowed_groups]
+                for t, entries in self.entries.items()}
+        indexes = {t: flat_index(self.vectors(t)[rows], self.manifest["dim"]) for t, rows in keep.items()}
+        entries = {t: [self.entries[t][i] for i in rows] for t, rows in keep.items()}
+        return Bank(self.path, self.manifest, self.manifest_sha256, entries, indexes)
 
 
 def load_bank(bank_dir) -> Bank:
@@ -198,14 +114,18 @@ def load_bank(bank_dir) -> Bank:
     manifest = _parse_json(manifest_bytes.decode("utf-8", "replace"), manifest_path, 1)
     if manifest.get("schema") != BANK_SCHEMA:
         raise AmdError(f"{path}: bank schema {manifest.get('schema')!r}, expected {BANK_SCHEMA!r}; rebuild it")
-    entries = {t: _read_entries(path / f"{t}.jsonl") for t in TYPES}
-    indexes = {t: faiss.read_index(str(path / f"{t}.faiss")) for t in ("workflow", "subtask")}
-    reasoning = np.load(path / "function_reasoning.npy")
-    for memory_type, count in [("workflow", indexes["workflow"].ntotal), ("subtask", indexes["subtask"].ntotal),
-                               ("function", len(reasoning))]:
-        if count != len(entries[memory_type]):
-            raise AmdError(f"{path}: {memory_type} has {len(entries[memory_type])} entries but {count} vectors")
-    return Bank(path, manifest, hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes, reasoning)
+    entries = {t: _read_entries(path / f"{t}.jsonl") for t in manifest["types"]}
+    indexes = {t: _read_index(path / f"{t}.faiss") for t in manifest["types"]}
+    for type_name, index in indexes.items():
+        if index.ntotal != len(entries[type_name]):
+            raise AmdError(f"{path}: {type_name} has {len(entries[type_name])} entries but {index.ntotal} vectors")
+    return Bank(path, manifest, hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes)
+
+
+def _read_index(path: Path):
+    if not path.exists():
+        raise AmdError(f"{path}: missing from the bank; rebuild it with `amd memory build`")
+    return faiss.read_index(str(path))
 
 
 def _read_entries(path: Path) -> list[dict]:

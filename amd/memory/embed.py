@@ -21,7 +21,6 @@ import numpy as np
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 
-KNOWN_EMBEDDERS = ["local:all-minilm-l6-v2", "openai:text-embedding-3-small", "hash:DIM"]
 BATCH = 64
 
 
@@ -108,8 +107,10 @@ class HashEmbedder(Embedder):
 
     cacheable = False
 
-    def __init__(self, dim: int):
-        self.spec, self.dim = f"hash:{dim}", dim
+    def __init__(self, dim: str):
+        if not dim.isdigit() or int(dim) < 1:
+            raise AmdError(f"unknown embedder hash:{dim}: the dimension must be a positive whole number")
+        self.spec, self.dim = f"hash:{dim}", int(dim)
 
     def _embed_batch(self, texts):
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -123,7 +124,10 @@ class HashEmbedder(Embedder):
 class LocalMiniLM(Embedder):
     spec, dim = "local:all-minilm-l6-v2", 384
 
-    def __init__(self):
+    def __init__(self, name: str):
+        if f"local:{name}" != self.spec:
+            raise AmdError(f"unknown local embedder {name!r}{did_you_mean(name, ['all-minilm-l6-v2'])}; "
+                           f"known: {self.spec}")
         self._model = None
 
     def _embed_batch(self, texts):
@@ -171,12 +175,11 @@ def get_embedder(spec: str) -> Embedder:
 
 
 def _make_embedder(spec: str) -> Embedder:
-    kind, _, rest = spec.partition(":")
-    if kind == "hash" and rest.isdigit() and int(rest) > 0:
-        return HashEmbedder(int(rest))
-    if spec == LocalMiniLM.spec:
-        return LocalMiniLM()
-    if kind == "openai" and rest:
-        return OpenAIEmbedder(rest)
-    raise AmdError(f"unknown embedder {spec!r}{did_you_mean(spec, KNOWN_EMBEDDERS)}; "
-                   f"known: {', '.join(KNOWN_EMBEDDERS)}")
+    """KIND:REST -> the embedder registered as KIND (amd.registry.EMBEDDERS), given REST."""
+    from amd.registry import EMBEDDERS
+
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest or kind not in EMBEDDERS.names():
+        examples = [entry.meta["example"] for entry in EMBEDDERS.entries()]
+        raise AmdError(f"unknown embedder {spec!r}{did_you_mean(spec, examples)}; known: {', '.join(examples)}")
+    return EMBEDDERS.load(kind)(rest)

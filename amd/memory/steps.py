@@ -35,6 +35,14 @@ def steps_of(record: dict) -> list[Step]:
     return steps
 
 
+def qualified_name(benchmark, function_name: str) -> str:
+    """`app.function_name`, as memory names a function; the bare name where the benchmark knows no app."""
+    app = benchmark.function_info(function_name).app
+    if app is None or function_name.startswith(app + "."):
+        return function_name
+    return f"{app}.{function_name}"
+
+
 def one_line(text: str, limit: int = OBSERVATION_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -2,7 +2,7 @@
 
 import logging
 
-from amd.memory.writers import json_array_in
+from amd.memory.writing import json_array_in
 from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")

@@ -1,30 +1,24 @@
-"""Writers turn one successful trajectory into a workflow insight and subtask segments.
+"""AMD's writers turn one successful trajectory into a workflow insight and subtask segments.
 
 `rules` is deterministic and model-free (templated from the calls, observations and turns); the model writer asks
 any model spec through prompts/memory_workflow.md and prompts/memory_segment.md. A model answer that cannot be used
-falls back to the rules result for that trajectory, with a log line on logger "amd.memory".
+falls back to the rules result for that trajectory, with a log line on logger "amd.memory". `benchmark` is the
+benchmark object (amd.benchmarks.base.Benchmark): it names each function's app and, where it has one, a label.
 """
 
 import json
 import logging
 import re
 
-from amd.memory.apps import qualified_name
 from amd.memory.placeholders import MAX_INSIGHT_WORDS, placeholder_for, scrub_free_text
-from amd.memory.steps import Step, is_error_observation, one_line, render_steps_code
+from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
+from amd.memory.writing import json_array_in, strip_fences
 from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 
 MAX_SEGMENTS = 6
 MAX_LABEL_WORDS = 5
-_SHELL_VERBS = {  # BFCL file-system commands as verb phrases
-    "ls": "list files", "cd": "change directory", "pwd": "show current directory", "mkdir": "make directory",
-    "touch": "create file", "cat": "read file", "grep": "search file contents", "mv": "move file",
-    "cp": "copy file", "rm": "remove file", "rmdir": "remove directory", "wc": "count file contents",
-    "sort": "sort file", "diff": "compare files", "tail": "read file end", "echo": "write text", "du": "measure disk usage",
-    "find": "find files",
-}
 
 
 # ---- workflow ----------------------------------------------------------------------------------------------
@@ -33,7 +27,7 @@ def executed_calls(steps: list[Step]) -> list[tuple[Step, dict, str]]:
     return [(step, call, obs) for step in steps for call, obs in step.call_observations()]
 
 
-def call_sequence(benchmark: str, steps: list[Step]) -> list[str]:
+def call_sequence(benchmark, steps: list[Step]) -> list[str]:
     """Qualified names in call order, consecutive repeats collapsed."""
     names = []
     for _, call, _ in executed_calls(steps):
@@ -43,7 +37,7 @@ def call_sequence(benchmark: str, steps: list[Step]) -> list[str]:
     return names
 
 
-def rules_workflow(benchmark: str, steps: list[Step]) -> str:
+def rules_workflow(benchmark, steps: list[Step]) -> str:
     """Templated insight: apps and call order, one precondition, decision rule, validation cue, failure pattern."""
     calls = executed_calls(steps)
     if not calls:
@@ -123,20 +117,20 @@ def _error_message(observation: str) -> str:
     return str(parsed.get("error", observation)) if isinstance(parsed, dict) else observation
 
 
-def workflow_code(benchmark: str, steps: list[Step], limit: int = 15) -> str:
+def workflow_code(benchmark, steps: list[Step], limit: int = 15) -> str:
     """Code representation of a workflow: the call skeleton with typed placeholders."""
     lines = [f"{qualified_name(benchmark, call['name'])}({_typed_arguments(call)})"
              for _, call, _ in executed_calls(steps)]
     return "\n".join(lines[:limit] + (["# ..."] if len(lines) > limit else []))
 
 
-def model_workflow(chat, instruction: str, benchmark: str, steps: list[Step]) -> str | None:
+def model_workflow(chat, instruction: str, benchmark, steps: list[Step]) -> str | None:
     """The writer model's insight, or None (logged) when it gave no usable text."""
     prompt = load_prompt("memory_workflow").format(
         instruction=instruction, functions=", ".join(call_sequence(benchmark, steps)),
         trajectory=render_steps_code(steps), max_words=MAX_INSIGHT_WORDS)
     reply = chat([{"role": "user", "content": prompt}])
-    text = _strip_fences(reply.text or "").strip()
+    text = strip_fences(reply.text or "").strip()
     text = re.sub(r"^(insight|workflow)\s*:\s*", "", text, flags=re.IGNORECASE)
     if reply.error or not text:
         log.warning("workflow writer gave no usable text (%s); using the rules insight", reply.error or "empty")
@@ -146,7 +140,7 @@ def model_workflow(chat, instruction: str, benchmark: str, steps: list[Step]) ->
 
 # ---- subtask segments ----------------------------------------------------------------------------------------
 
-def rules_segments(benchmark: str, steps: list[Step]) -> list[dict]:
+def rules_segments(benchmark, steps: list[Step]) -> list[dict]:
     """One segment per user turn, adjacent turns merged (smallest pair first) down to at most six."""
     groups = []
     for step in steps:
@@ -161,11 +155,11 @@ def rules_segments(benchmark: str, steps: list[Step]) -> list[dict]:
     return [describe_segment(benchmark, group) for group in groups]
 
 
-def describe_segment(benchmark: str, group: list[Step], label: str = "", description: str = "") -> dict:
+def describe_segment(benchmark, group: list[Step], label: str = "", description: str = "") -> dict:
     """A segment over `group` (consecutive steps); label and description made by rule where not given."""
     names = list(dict.fromkeys(qualified_name(benchmark, call["name"]) for _, call, _ in executed_calls(group)))
     if not label:  # named for the last call: earlier calls usually explore for it
-        label = _verb_phrase(names[-1].rpartition(".")[2]) if names else "answer the user"
+        label = _verb_phrase(benchmark, names[-1].rpartition(".")[2]) if names else "answer the user"
     description = re.split(r"(?<=[.!?])\s", description.strip())[0]
     if not description:
         using = f" using {', '.join(names)}" if names else " without a tool call"
@@ -174,14 +168,15 @@ def describe_segment(benchmark: str, group: list[Step], label: str = "", descrip
             "label": " ".join(label.split()[:MAX_LABEL_WORDS]), "description": description}
 
 
-def _verb_phrase(function_name: str) -> str:
-    if function_name in _SHELL_VERBS:
-        return _SHELL_VERBS[function_name]
+def _verb_phrase(benchmark, function_name: str) -> str:
+    label = benchmark.function_info(function_name).label
+    if label:
+        return label
     words = [w for w in re.split(r"[_\W]+", function_name) if w]
     return " ".join(words[:MAX_LABEL_WORDS]).lower() or "call function"
 
 
-def model_segments(chat, benchmark: str, steps: list[Step], task_id: str) -> list[dict]:
+def model_segments(chat, benchmark, steps: list[Step], task_id: str) -> list[dict]:
     """Segments from the writer model, repaired where possible, else the rules segments (logged)."""
     prompt = load_prompt("memory_segment").format(
         n_steps=len(steps), last_step=len(steps) - 1, steps=render_numbered_steps(steps),
@@ -207,7 +202,7 @@ def render_numbered_steps(steps: list[Step]) -> str:
     return "\n".join(lines)
 
 
-def breakpoint_hints(benchmark: str, steps: list[Step]) -> str:
+def breakpoint_hints(benchmark, steps: list[Step]) -> str:
     """Candidate boundaries: where a user turn starts, and where the called app changes."""
     hints, previous_app = [], None
     for step in steps[1:] if steps else []:
@@ -218,24 +213,6 @@ def breakpoint_hints(benchmark: str, steps: list[Step]) -> str:
             hints.append(f"step {step.index}: the calls switch from {previous_app} to {apps[0]}")
         previous_app = apps[-1] if apps else previous_app
     return "\n".join(hints) or "(no hints: a single turn with one app)"
-
-
-def _strip_fences(text: str) -> str:
-    return re.sub(r"```[a-zA-Z]*", "", text)
-
-
-def json_array_in(text: str) -> tuple[list | None, bool]:
-    """The JSON array in a model answer, ignoring code fences and text around it (None when there is none), and
-    whether anything around it was dropped."""
-    body = _strip_fences(text)
-    start, end = body.find("["), body.rfind("]")
-    try:
-        items = json.loads(body[start: end + 1]) if 0 <= start < end else None
-    except json.JSONDecodeError:
-        items = None
-    if not isinstance(items, list):
-        return None, False
-    return items, start > 0 or bool(body[end + 1:].strip()) or body != text
 
 
 def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:

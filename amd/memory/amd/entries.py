@@ -1,19 +1,20 @@
-"""Builders: successful trajectories -> workflow, subtask and function entries (paper Section 3.2).
+"""AMD's builders: successful trajectories -> workflow, subtask and function entries (paper Section 3.2).
 
 Entry ids are `{type}:{task_id}:{n}` (n counts from 0 within the task), stable across rebuilds of the same
-trajectories. Every entry carries `source_task_id` for the leakage protocols.
+trajectories. Every entry carries `source_task_id` for the leakage protocols. `benchmark` is the benchmark object
+the record was run on (its functions' apps and docs).
 """
 
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
-from amd.memory import writers
-from amd.memory.apps import app_and_doc, qualified_name
+from amd.memory.amd import writers
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     call_example_code,
     call_example_prose,
+    qualified_name,
     render_steps_code,
     render_steps_prose,
     steps_of,
@@ -44,20 +45,20 @@ def successful(records: list[dict]) -> list[dict]:
     return kept
 
 
-def build_entries(record: dict, chat=None) -> BuildResult:
+def build_entries(record: dict, benchmark, chat=None) -> BuildResult:
     """All entries of one successful record. `chat` (messages -> ChatReply) selects the model writer."""
     result = BuildResult()
     steps = steps_of(record)
-    workflow = workflow_entry(record, steps, chat, result.audit)
+    workflow = workflow_entry(record, benchmark, steps, chat, result.audit)
     if workflow:
         result.workflow.append(workflow)
-    result.subtask.extend(subtask_entries(record, steps, chat))
-    result.function.extend(function_entries(record, steps))
+    result.subtask.extend(subtask_entries(record, benchmark, steps, chat))
+    result.function.extend(function_entries(record, benchmark, steps))
     return result
 
 
-def workflow_entry(record: dict, steps, chat, audit: Counter) -> dict | None:
-    benchmark, task_id = record["benchmark"], record["task_id"]
+def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter) -> dict | None:
+    task_id = record["task_id"]
     calls = [call for _, call, _ in writers.executed_calls(steps)]
     if not calls:
         return None
@@ -78,10 +79,10 @@ def workflow_entry(record: dict, steps, chat, audit: Counter) -> dict | None:
             "code": writers.workflow_code(benchmark, steps)}
 
 
-def subtask_entries(record: dict, steps, chat) -> list[dict]:
+def subtask_entries(record: dict, benchmark, steps, chat) -> list[dict]:
     if not steps:
         return []
-    benchmark, task_id = record["benchmark"], record["task_id"]
+    task_id = record["task_id"]
     segments = (writers.model_segments(chat, benchmark, steps, task_id) if chat
                 else writers.rules_segments(benchmark, steps))
     entries = []
@@ -92,18 +93,18 @@ def subtask_entries(record: dict, steps, chat) -> list[dict]:
     return entries
 
 
-def function_entries(record: dict, steps) -> list[dict]:
+def function_entries(record: dict, benchmark, steps) -> list[dict]:
     """One entry per executed call: the call with the user turn and the preceding step as context."""
-    benchmark, task_id = record["benchmark"], record["task_id"]
+    task_id = record["task_id"]
     entries = []
     for step in steps:
         previous = steps[step.index - 1] if step.index > 0 and not step.first_of_turn else None
         for call, observation in step.call_observations():
-            app, doc = app_and_doc(benchmark, call["name"])
+            info = benchmark.function_info(call["name"])
             entries.append({
                 "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
-                "name": call["name"], "app": app, "call": call["call"], "observation": observation,
+                "name": call["name"], "app": info.app, "call": call["call"], "observation": observation,
                 "code": call_example_code(step.user, previous, call, observation),
                 "prose": call_example_prose(step.user, previous, call, observation),
-                "doc": doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
+                "doc": info.doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
     return entries

@@ -1,26 +1,34 @@
-"""Memory entries as text blocks for the agent, in the prose or code representation (paper Table 4).
+"""AMD memory entries as text blocks for the agent, in the prose or code representation (paper Table 4).
 
 Entries store both renderings; the representation is chosen here, at render time, per memory type: the bank's
-manifest names a default (`amd memory build --representation`, else the paper's best: workflow as prose, subtask
-and function as code) and `load_memory_hooks(representation=...)` may override it. Blocks use
+manifest names a default (`amd memory build --option representation=...`, else the paper's best: workflow as
+prose, subtask and function as code) and a run may override it (`--memory-option representation=...`). Blocks use
 prompts/memory_block_*.md.
 """
 
 from amd.errors import AmdError
 from amd.prompts import load_prompt
+from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
 
-DEFAULT_REPRESENTATION = {"workflow": "prose", "subtask": "code", "function": "code"}
-REPRESENTATIONS = ("prose", "code")
-TYPE_ALIASES = {"wf": "workflow", "st": "subtask", "fn": "function"}
+DEFAULT_REPRESENTATION = {t.name: t.default_representation for t in AMD_TYPES}
+_BY_CODE_OR_NAME = {key: t.name for t in AMD_TYPES for key in (t.code, t.name)}
 
 
-def parse_representation(text: str) -> dict:
-    """'wf=code,st=prose' (aliases or full type names) -> {"workflow": "code", "subtask": "prose"}."""
+def parse_representation(text) -> dict:
+    """'wf=code,st=prose' (codes or type names), or such a dict -> {"workflow": "code", "subtask": "prose"}:
+    only the types given, each checked."""
+    if isinstance(text, dict):
+        items = text.items()
+    else:
+        items = [item.partition("=")[::2] for item in filter(None, (part.strip() for part in str(text).split(",")))]
     chosen = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, form = item.partition("=")
-        chosen[TYPE_ALIASES.get(name.strip(), name.strip())] = form.strip()
-    return check_representation(chosen)
+    for key, form in items:
+        key, form = key.strip(), str(form).strip()
+        if key not in _BY_CODE_OR_NAME:
+            raise AmdError(f"bad memory representation {key}={form!r}; types: {', '.join(_BY_CODE_OR_NAME)}")
+        chosen[_BY_CODE_OR_NAME[key]] = form
+    check_representation(chosen)
+    return chosen
 
 
 def check_representation(representation: dict | None, base: dict | None = None) -> dict:

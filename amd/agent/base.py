@@ -1,0 +1,40 @@
+"""The agent interface the loop drives, and what an agent answers per step."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from amd.benchmarks.base import Episode, Proposal, StepOutcome
+
+
+@dataclass
+class AgentReply:
+    text: str
+    proposals: list[Proposal] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    requests: int = 0
+    error: str | None = None
+
+
+class Agent(Protocol):
+    needs_model: bool  # False for agents that act without a model (the oracle)
+
+    @classmethod
+    def create(cls, episode: Episode, model) -> "Agent":
+        """A fresh agent for one episode; `model` is an open amd.llm.ChatModel, or None when not needed."""
+
+    def begin(self, tools: list[dict], memory_text: str) -> None:
+        """Start the conversation: tool docs, then any memory text, in the system prompt."""
+
+    def add_user(self, text: str, memory_text: str = "") -> None: ...
+
+    def act(self) -> AgentReply:
+        """One step: the model's reply and the actions parsed from it."""
+
+    def observe(self, proposals: list[Proposal], outcome: StepOutcome, hint: str = "") -> None:
+        """The step's observations, with a memory hint appended after an error."""
+
+    def student_chat(self) -> Callable | None:
+        """The chat a memory method may use to ask the student something, or None."""

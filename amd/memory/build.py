@@ -1,0 +1,84 @@
+"""`amd memory build`: run files in, a bank out. The method distils entries from the records; this module reads
+and checks the records, embeds each type's embedded field, writes the manifest and the bank."""
+
+import json
+from pathlib import Path
+
+import amd
+from amd.errors import AmdError
+from amd.files import sha256_file
+from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
+from amd.memory.embed import get_embedder
+from amd.memory.method import BuildContext
+from amd.memory.writing import open_writer
+from amd.registry import MEMORY_METHODS, create_benchmark
+from amd.schema import read_trajectories
+
+ENTRY_FIELDS = ("id", "type", "source_task_id")
+
+
+def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: str, out_dir,
+               writer_params: dict | None = None, options: dict | None = None, concurrency: int = 4) -> dict:
+    """Distill the records of `trajectory_paths` with memory method `method` into a bank at `out_dir`; returns the
+    manifest."""
+    if concurrency < 1:
+        raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
+    implementation = MEMORY_METHODS.load(method)()
+    embedder = get_embedder(embedder_spec)
+    sources, records = _read_sources(trajectory_paths)
+    groups = {record["task_id"]: record.get("task_group", record["task_id"]) for record in records}
+    benchmarks = {}
+
+    def benchmark(name: str):
+        if name not in benchmarks:
+            benchmarks[name] = create_benchmark(name)
+        return benchmarks[name]
+
+    writer_obj = open_writer(writer, writer_params)
+    try:
+        contents = implementation.build(records, BuildContext(writer_obj, benchmark, dict(options or {}),
+                                                              concurrency))
+    finally:
+        writer_obj.close()
+    _check_entries(contents, method, groups)
+    vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
+               for t, entries in contents.entries.items()}
+    manifest = {
+        "schema": BANK_SCHEMA, "amd_version": amd.__version__,
+        "method": {"name": method, "version": implementation.version},
+        "writer": writer_obj.describe(), "embedder": embedder.spec, "dim": embedder.dim,
+        "sources": sources, "agents": _unique([record["agent"] for record in records]),
+        "benchmarks": sorted({record["benchmark"] for record in records}),
+        "task_ids": sorted(groups), "task_groups": dict(sorted(groups.items())),
+        "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
+        "counts": {t: len(entries) for t, entries in contents.entries.items()},
+        **contents.manifest,
+    }
+    write_bank(Path(out_dir), manifest, contents, vectors)
+    return manifest
+
+
+def _read_sources(paths) -> tuple[list[dict], list[dict]]:
+    sources, records = [], []
+    for path in paths:
+        file_records = read_trajectories(path)
+        sources.append({"path": str(path), "sha256": sha256_file(path), "records": len(file_records),
+                        "successful": sum(r["success"] is True for r in file_records)})
+        records.extend(file_records)
+    return sources, records
+
+
+def _check_entries(contents: BankContents, method: str, groups: dict) -> None:
+    """Every entry names its id, type and source task; its source group is filled in here."""
+    for type_name, entries in contents.entries.items():
+        if type_name not in contents.embedded:
+            raise AmdError(f"memory method {method}: type {type_name!r} names no embedded field")
+        for entry in entries:
+            missing = [name for name in (*ENTRY_FIELDS, contents.embedded[type_name]) if name not in entry]
+            if missing:
+                raise AmdError(f"memory method {method}: entry {entry.get('id')!r} lacks {', '.join(missing)}")
+            entry["source_group"] = groups[entry["source_task_id"]]
+
+
+def _unique(items: list[dict]) -> list[dict]:
+    return [json.loads(text) for text in dict.fromkeys(json.dumps(i, sort_keys=True) for i in items)]

@@ -1,0 +1,160 @@
+"""The memory-method interface, the machinery every method shares, and opening a bank for a run.
+
+A method (registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
+itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
+each user turn, after an error, after each finished episode. `BankHooks` gives a method the protocols (never an
+entry of the task's own group unless `shared`), vector search with per-type k and δ, and injection records.
+"""
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from amd.agent.hooks import Injection, TaskContext
+from amd.errors import AmdError
+from amd.memory.bank import Bank, BankContents, load_bank
+from amd.memory.embed import get_embedder
+from amd.memory.protocols import memory_groups
+from amd.vocabulary import CROSS_SPLIT, SHARED, MemoryConfig, check_protocol, memory_config, memory_type
+
+log = logging.getLogger("amd.memory")
+
+
+@dataclass
+class BuildContext:
+    writer: object  # amd.memory.writing: RulesWriter (chat None) or ModelWriter
+    benchmark: Callable  # benchmark name -> benchmark object (function docs and apps)
+    options: dict = field(default_factory=dict)  # method-specific build options (e.g. AMD's representation)
+    concurrency: int = 4  # records written at once by a model writer
+
+    def map(self, distill: Callable, records: list[dict]) -> list:
+        """`distill(record)` for every record, in order, with progress; a model writer serves several at once."""
+        import sys
+
+        from tqdm import tqdm
+
+        progress = {"desc": "distilling", "unit": "task", "file": sys.stderr, "disable": len(records) < 2,
+                    "total": len(records)}
+        if self.writer.chat is None:
+            return list(tqdm(map(distill, records), **progress))
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            return list(tqdm(pool.map(distill, records), **progress))
+
+
+@dataclass
+class RetrievalSettings:
+    protocol: str
+    k: dict[str, int]  # by type name
+    delta: dict[str, float | None]  # by type name; None: no threshold
+    split_seed: int = 0
+    options: dict = field(default_factory=dict)  # method-specific run options (e.g. AMD's per_turn)
+
+
+class MemoryMethod(Protocol):
+    name: str
+    version: str
+
+    def build(self, records: list[dict], context: BuildContext) -> BankContents:
+        """Entries distilled from `records` (all of a run's records, successes and failures)."""
+
+    def open(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings):
+        """The run-time hooks (amd.agent.hooks.MemoryHooks) for one memory config over `bank`."""
+
+
+class BankHooks:
+    """Hooks that inject nothing, plus what every method needs; a method overrides the hooks it uses."""
+
+    def __init__(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings):
+        self.bank, self.config, self.settings = bank, config, settings
+        self.types = [t.name for t in config.types]
+        self.embedder = get_embedder(bank.manifest["embedder"])
+        self.memory_side = None
+        if settings.protocol == CROSS_SPLIT:
+            self.memory_side = memory_groups(bank.manifest["task_groups"], settings.split_seed)
+            self.bank = bank.restricted(self.memory_side)
+
+    def describe(self) -> dict:
+        described = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
+                     "bank": str(self.bank.path), "bank_sha256": self.bank.manifest_sha256,
+                     "protocol": self.settings.protocol, "k": {t: self.settings.k[t] for t in self.types},
+                     "delta": {t: self.settings.delta[t] for t in self.types if self.settings.delta[t] is not None}}
+        if self.settings.protocol == CROSS_SPLIT:
+            described["split_seed"] = self.settings.split_seed
+        return described
+
+    def task_start(self, task: TaskContext) -> Injection:
+        return Injection()
+
+    def user_turn(self, task: TaskContext, message: str) -> Injection:
+        return Injection()
+
+    def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
+        return Injection()
+
+    def episode_end(self, task: TaskContext, record: dict) -> None:
+        pass
+
+    def excluded_group(self, task: TaskContext) -> str | None:
+        """The group whose entries this task must not see (None under `shared`)."""
+        if self.memory_side is not None and task.task_group in self.memory_side:
+            raise AmdError(f"task {task.task_id} is on the memory side of the cross split (seed "
+                           f"{self.settings.split_seed}); evaluate only the held-out tasks "
+                           "(amd.memory.protocols.eval_task_ids)")
+        return None if self.settings.protocol == SHARED else task.task_group
+
+    def search(self, type_name: str, query: str, task: TaskContext) -> list[tuple[dict, float]]:
+        vector = self.embedder.embed_one(query)
+        return self.bank.search(type_name, vector, self.settings.k[type_name], self.settings.delta[type_name],
+                                self.excluded_group(task))
+
+
+def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
+    return [{"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+             "similarity": round(float(score), 6), "query": query} for entry, score in hits]
+
+
+def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: dict | None = None,
+                delta: dict | None = None, split_seed: int = 0, options: dict | None = None):
+    """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`/`delta`: per type code
+    or name, over the types' defaults."""
+    config = memory_config(config_name)
+    check_protocol(protocol)
+    if config.method is None:
+        return None
+    from amd.registry import MEMORY_METHODS
+
+    method = MEMORY_METHODS.load(config.method)()
+    bank = load_bank(bank_dir)
+    built_by = bank.manifest["method"]["name"]
+    if built_by != config.method:
+        raise AmdError(f"{bank_dir} was built by memory method {built_by!r}; config {config_name!r} needs a bank "
+                       f"of method {config.method!r} (amd memory build --method {config.method})")
+    if protocol == SHARED:
+        log.warning("memory protocol 'shared': a task may retrieve memory distilled from itself (leaky; the "
+                    "paper's main protocol)")
+    settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
+                                 dict(options or {}))
+    return method.open(bank, config, settings)
+
+
+def per_type(given, config: MemoryConfig, what: str) -> dict:
+    """Values by type name for the config's types: the types' defaults, overridden by `given` — one number for
+    every type, or a dict by type code or name. A value for another type of the same method is allowed and
+    unused; any other type is an error."""
+    from amd.registry import MEMORY_METHODS
+
+    chosen = {t.name: t.default_k if what == "k" else t.default_delta for t in config.types}
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        given = dict.fromkeys(chosen, given)
+    method_types = {t.name for t in MEMORY_METHODS.entry(config.method).meta["types"]}
+    for key, value in (given or {}).items():
+        name = memory_type(key).name
+        if name not in method_types:
+            raise AmdError(f"memory {what} for {key}: method {config.method} has no such type")
+        if what == "k" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise AmdError(f"memory k for {key} must be a whole number ≥ 1, got {value!r}")
+        if name in chosen:
+            chosen[name] = value
+    return chosen

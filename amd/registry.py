@@ -1,0 +1,97 @@
+"""Every plug-in point of amd in one file: a name maps to a lazy `module:attr` string, so listing names imports
+nothing and an unused plug-in costs nothing. A misspelt name gets "did you mean".
+
+To add a benchmark, a memory method, an agent, an embedder or an output (table or figure), write its module and
+add one line here. A memory method's line also declares its memory types and its named memory configs
+(`amd.vocabulary`), so the command line, the config schema and the workflow know them without importing it.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+
+from amd.errors import AmdError, did_you_mean
+from amd.vocabulary import AMD_CONFIGS, AMD_TYPES
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    target: str | None  # "module:attr"; None for an entry that is declared but cannot run here
+    unavailable: str | None = None  # why a declared entry cannot run
+    meta: dict = field(default_factory=dict)
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+
+    def add(self, name: str, target: str | None = None, *, unavailable: str | None = None, **meta) -> None:
+        if name in self._entries:
+            raise AmdError(f"{self.kind} {name!r} is registered twice")
+        if (target is None) == (unavailable is None):
+            raise AmdError(f"{self.kind} {name!r}: give either a target or the reason it is unavailable")
+        self._entries[name] = Entry(name, target, unavailable, meta)
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def entry(self, name: str) -> Entry:
+        if name not in self._entries:
+            raise AmdError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)}; "
+                           f"known: {', '.join(self._entries)}")
+        return self._entries[name]
+
+    def load(self, name: str):
+        """The registered object (class or function), imported on first use."""
+        entry = self.entry(name)
+        if entry.target is None:
+            raise AmdError(f"{self.kind} {name!r} is declared but cannot run here: {entry.unavailable}")
+        module, _, attr = entry.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+BENCHMARKS = Registry("benchmark")
+BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
+BENCHMARKS.add("appworld", unavailable="AppWorld needs its task data under $APPWORLD_ROOT/data "
+               "(appworld download data) and an adapter that is not written yet")
+BENCHMARKS.add("toolsandbox", unavailable="ToolSandbox needs a checkout of apple/ToolSandbox and an adapter that "
+               "is not written yet")
+BENCHMARKS.add("agentdojo", unavailable="AgentDojo needs an adapter that is not written yet")
+
+# Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,
+# vllm:, local:) is a model (amd.llm.specs) driven by the `model` agent.
+AGENTS = Registry("agent")
+AGENTS.add("model", "amd.agent.agents:ModelAgent")
+AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
+
+# meta: types (MemoryType, ...) and configs {config name: (type code, ...)}; the config `zero_shot` is built in.
+MEMORY_METHODS = Registry("memory method")
+MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS)
+
+# Who writes memory: `rules` (deterministic, model-free) or any model spec (amd.llm.specs).
+WRITERS = Registry("memory writer")
+WRITERS.add("rules", "amd.memory.writing:RulesWriter")
+WRITERS.add("model", "amd.memory.writing:ModelWriter")
+
+# Embedders by the kind before the colon of their spec (local:all-minilm-l6-v2, openai:MODEL, hash:DIM).
+EMBEDDERS = Registry("embedder")
+EMBEDDERS.add("local", "amd.memory.embed:LocalMiniLM", example="local:all-minilm-l6-v2")
+EMBEDDERS.add("openai", "amd.memory.embed:OpenAIEmbedder", example="openai:text-embedding-3-small")
+EMBEDDERS.add("hash", "amd.memory.embed:HashEmbedder", example="hash:DIM (tests only)")
+
+# Tables and figures of `amd table` / `amd figure` and of the workflow's `outputs`.
+OUTPUTS = Registry("output")
+for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
+               "table6_protocols"):
+    OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
+for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
+    OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
+
+
+def create_benchmark(name: str, **options):
+    """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
+    return BENCHMARKS.load(name)(**options)

@@ -1,0 +1,77 @@
+"""Config values to `amd` command-line arguments, in one tested place (tests/test_workflow_args.py checks that
+every key the config schema allows is mapped, and that every flag made here is one `amd` accepts)."""
+
+import json
+import shlex
+
+# `run` settings (and their per-agent overrides) -> `amd run` flags.
+RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-steps",
+             "temperature": "--temperature", "max_tokens": "--max-tokens", "concurrency": "--concurrency"}
+SAMPLING = ("temperature", "max_tokens")  # what a model-free agent never gets; a writer's --writer-params
+AGENT_KEYS = ("spec", "serve")  # agent keys that are not `run` settings: the agent spec and how it is served
+BASE_URL = "{base_url}"  # filled in by `amd serve-run`
+
+
+def quoted(value) -> str:
+    return shlex.quote(str(value))
+
+
+def agent_flag(spec: str, served: bool) -> str:
+    """--agent SPEC; a served model's base URL is filled in by `amd serve-run`."""
+    return f"--agent {quoted(f'{spec}@{BASE_URL}' if served else spec)}"
+
+
+def run_flags(settings: dict, samples: bool) -> str:
+    """Step limits, sampling and concurrency; without sampling settings for an agent that samples nothing (so
+    changing them never reruns it)."""
+    chosen = {key: value for key, value in settings.items() if samples or key not in SAMPLING}
+    return " ".join(f"{RUN_FLAGS[key]} {quoted(value)}" for key, value in sorted(chosen.items()))
+
+
+def writer_flags(entry: dict) -> str:
+    """--writer SPEC and, for a model writer with its own sampling settings, --writer-params."""
+    params = {key: entry[key] for key in SAMPLING if key in entry}
+    extra = f" --writer-params {quoted(json.dumps(params))}" if params else ""
+    return f"--writer {quoted(entry['spec'])}{extra}"
+
+
+def build_option_flags(method: str, representation: dict, represented: list[str]) -> str:
+    """--method and the bank's default representation, for the method's types that have representations."""
+    shown = [code for code in represented if code in representation]
+    flags = f"--method {method}"
+    if shown:
+        flags += " --option " + quoted("representation=" + ",".join(f"{c}={representation[c]}" for c in shown))
+    return flags
+
+
+def task_flag(tasks: list[str] | None) -> str:
+    return f"--tasks {quoted(','.join(tasks))}" if tasks else ""
+
+
+def serve_prefix(spec: str, serve: dict | None) -> str:
+    """`amd serve-run ... --` in front of `amd run` for a model the job serves itself with vLLM."""
+    if not serve:
+        return ""
+    parts = ["amd serve-run", f"--model {quoted(spec.removeprefix('vllm:'))}"]
+    if serve.get("args"):
+        parts.append(f"--serve-args {quoted(' '.join(serve['args']))}")
+    return " ".join(parts) + " -- "
+
+
+def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, delta: dict, split_seed: int | None,
+                 options: dict) -> str:
+    """--memory-config, --protocol, --k and --delta for the config's types, the split seed of cross_split, and
+    the method's run options."""
+    parts = [f"--memory-config {memcfg}", f"--protocol {protocol}",
+             "--k " + ",".join(f"{code}={k[code]}" for code in codes)]
+    chosen = {code: delta[code] for code in codes if code in delta}
+    if chosen:
+        parts.append("--delta " + ",".join(f"{code}={value}" for code, value in sorted(chosen.items())))
+    if split_seed is not None:
+        parts.append(f"--split-seed {split_seed}")
+    parts += [f"--memory-option {quoted(f'{key}={_option_text(value)}')}" for key, value in sorted(options.items())]
+    return " ".join(parts)
+
+
+def _option_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,0 +1,54 @@
+"""The workflow's config schema, completed from the vocabulary and the registries, and checking a config with it.
+
+`config.schema.yaml` holds the structure; the names that plug-ins add (benchmarks, memory methods and their
+configs and types, protocols, outputs, agent/writer/embedder spec kinds) are filled in here when it is loaded, so
+the schema can never disagree with `amd.vocabulary` or `amd.registry`.
+"""
+
+import re
+from functools import cache
+from importlib import resources
+
+import jsonschema
+import yaml
+
+from amd.llm.specs import MODEL_KINDS
+from amd.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
+from amd.vocabulary import PROTOCOLS, REPRESENTATIONS, memory_configs, memory_types
+
+
+class ConfigError(Exception):
+    """A config value the workflow cannot use; the message names the key."""
+
+
+def _alternatives(words) -> str:
+    return "|".join(re.escape(word) for word in words)
+
+
+@cache
+def config_schema() -> dict:
+    schema = yaml.safe_load(resources.files("amd.workflow").joinpath("config.schema.yaml").read_text("utf-8"))
+    defs = schema["$defs"]
+    types = memory_types().values()
+    model_free = [entry.name for entry in AGENTS.entries() if entry.name != "model"]
+    model = rf"(?:{_alternatives(MODEL_KINDS)}):.+"
+    defs["benchmark"]["enum"] = BENCHMARKS.names()
+    defs["memory_config"]["enum"] = list(memory_configs())
+    defs["memory_method"]["enum"] = MEMORY_METHODS.names()
+    defs["memory_type"]["enum"] = [t.code for t in types]
+    defs["represented_type"]["enum"] = [t.code for t in types if t.representations]
+    defs["representation_form"]["enum"] = list(REPRESENTATIONS)
+    defs["protocol"]["enum"] = list(PROTOCOLS)
+    defs["output"]["enum"] = OUTPUTS.names()
+    defs["agent_spec"]["pattern"] = rf"^(?:{_alternatives(model_free)}|{model})$"
+    defs["writer_spec"]["pattern"] = rf"^(?:rules|{model})$"
+    defs["embedder_spec"]["pattern"] = rf"^(?:{_alternatives(EMBEDDERS.names())}):.+$"
+    return schema
+
+
+def validate_config(config: dict) -> None:
+    """Raise ConfigError naming the key of the most relevant schema violation."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(config_schema()).iter_errors(config))
+    if error is not None:
+        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise ConfigError(f"config: {where}: {error.message}")

@@ -1,0 +1,235 @@
+"""The paper's grid as file targets: what the Snakemake rules (rules/*.smk) ask of the config, answered here.
+
+`Grid(config)` checks the config (schema, then the names experiments use), expands each experiment into cells
+(one student run each), maps cells to result paths (amd.analysis.layout) and gives each job's command-line
+pieces from only the slice of config it uses, so changing one value reruns exactly the jobs that depend on it.
+"""
+
+import itertools
+
+from amd.analysis import layout
+from amd.registry import AGENTS, MEMORY_METHODS
+from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT, memory_config, memory_configs, memory_types, output_names
+from amd.workflow import args
+from amd.workflow.config import ConfigError, validate_config
+
+SELF_TEACHER = "self"  # a student distilling its own trajectories (the paper's Student Memory)
+# A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one.
+CELL_LISTS = {"benchmark": "benchmarks", "student": "students", "teacher": "teachers", "writer": "writers",
+              "embedder": "embedders", "representation": "representations", "memcfg": "memory_configs",
+              "protocol": "protocols", "seed": "seeds"}
+SECTIONS = ("benchmarks", "students", "teachers", "writers", "embedders", "representations")
+
+
+class Grid:
+    def __init__(self, config: dict):
+        validate_config(config)
+        self.config = config
+        self._check_names()
+
+    # ---- names and entries ---------------------------------------------------------------------------------
+
+    def agents(self) -> dict:
+        return self.config["teachers"] | self.config["students"]
+
+    def agent(self, name: str) -> dict:
+        """Teachers and students share one name space: a student can teach (Student Memory, `teachers: [self]`)."""
+        if name not in self.agents():
+            raise ConfigError(f"config: agent {name!r} is in neither `teachers` nor `students`")
+        return self.agents()[name]
+
+    def served_agents(self) -> str:
+        """Agents whose jobs serve their model themselves with vLLM (a `serve:` block), as a wildcard regex."""
+        return "|".join(name for name, entry in self.agents().items() if "serve" in entry) or "(?!)"
+
+    def other_agents(self) -> str:
+        return "|".join(name for name, entry in self.agents().items() if "serve" not in entry) or "(?!)"
+
+    @staticmethod
+    def memory_config_names() -> str:
+        """The memory configs of registered methods, as a wildcard regex."""
+        return "|".join(name for name in memory_configs() if name != ZERO_SHOT)
+
+    @staticmethod
+    def method_names() -> str:
+        return "|".join(MEMORY_METHODS.names())
+
+    @staticmethod
+    def output_names(kind: str) -> str:
+        return "|".join(output_names(kind))
+
+    # ---- cells and paths -----------------------------------------------------------------------------------
+
+    def setting(self, experiment: str, key: str) -> list:
+        """An experiment's list for `key` (e.g. "teachers"), else the default as a one-item list."""
+        spec = self.config["experiments"][experiment]
+        if key in spec:
+            return spec[key]
+        if key == "seeds":
+            return self.config["defaults"]["seeds"]
+        singular = next(name for name, plural in CELL_LISTS.items() if plural == key)
+        return [self.config["defaults"][singular]]
+
+    def base_k(self) -> dict:
+        """k per type code: the config's defaults over the types' own."""
+        return {code: t.default_k for code, t in memory_types().items()} | self.config["defaults"]["k"]
+
+    def k_values(self, experiment: str, memcfg: str) -> list[dict]:
+        """The k settings of one memory config: the default, or the default with one type varied (`vary_k`)."""
+        base = self.base_k()
+        varied = [base]
+        for code in self.codes(memcfg):
+            varied += [base | {code: value} for value in self.config["experiments"][experiment].get("vary_k", [])]
+        unique = {layout.format_k(k, self.codes(memcfg)): k for k in varied}
+        return list(unique.values())
+
+    @staticmethod
+    def codes(memcfg: str) -> tuple[str, ...]:
+        return tuple(t.code for t in memory_config(memcfg).types)
+
+    def cells(self, experiment: str):
+        """Every student run of one experiment, as dicts of path names (plus k as a dict)."""
+        names = list(CELL_LISTS)
+        lists = [self.setting(experiment, CELL_LISTS[name]) for name in names]
+        for combo in itertools.product(*lists):
+            cell = dict(zip(names, combo))
+            if cell["teacher"] == SELF_TEACHER:
+                cell["teacher"] = cell["student"]
+            cell["method"] = memory_config(cell["memcfg"]).method
+            for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
+                yield cell | {"k": k}
+
+    def run_path(self, cell: dict) -> str:
+        if cell["memcfg"] == ZERO_SHOT:
+            return layout.ZERO_SHOT_RUN.format(**cell)
+        return layout.MEMORY_RUN.format(**(cell | {"k": layout.format_k(cell["k"], self.codes(cell["memcfg"]))}))
+
+    def bank_path(self, wildcards) -> str:
+        """The bank a memory run reads: its config's method, built from its teacher with its settings."""
+        return layout.BANK_DIR.format(**dict(wildcards), method=memory_config(wildcards["memcfg"]).method)
+
+    def experiment_runs(self, experiment: str) -> list[str]:
+        """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them)."""
+        cells = list(self.cells(experiment))
+        teachers = {layout.TEACHER_RUN.format(**cell) for cell in cells if cell["method"]}
+        return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers)
+
+    def output_runs(self, name: str) -> list[str]:
+        """Every run of every experiment that lists this table or figure under `outputs`."""
+        runs = []
+        for experiment, spec in self.config["experiments"].items():
+            if name in spec["outputs"]:
+                runs += [run for run in self.experiment_runs(experiment) if run not in runs]
+        return runs
+
+    @staticmethod
+    def output_paths(name: str) -> list[str]:
+        if name in output_names("figure"):
+            return [layout.FIGURE.format(figure=name)]
+        return [layout.TABLE.format(table=name, ext=ext) for ext in ("csv", "md")]
+
+    def all_targets(self) -> list[str]:
+        names = sorted({name for spec in self.config["experiments"].values() for name in spec["outputs"]})
+        runs = {run for name in names for run in self.output_runs(name)}
+        scores = [run.replace("trajectories.jsonl", "score.json") for run in sorted(runs)]
+        return [path for name in names for path in self.output_paths(name)] + scores
+
+    # ---- command-line pieces (each from its own slice of config) -----------------------------------------------
+
+    def note(self) -> str:
+        return args.quoted(self.config.get("note", ""))
+
+    def agent_args(self, name: str) -> str:
+        entry = self.agent(name)
+        return args.agent_flag(entry["spec"], "serve" in entry)
+
+    def run_args(self, name: str) -> str:
+        """`amd run` settings with the agent's own overrides; the oracle samples nothing."""
+        entry = self.agent(name)
+        settings = self.config["run"] | {key: value for key, value in entry.items() if key in args.RUN_FLAGS}
+        return args.run_flags(settings, samples=self.samples(entry))
+
+    @staticmethod
+    def samples(entry: dict) -> bool:
+        return not (entry["spec"] in AGENTS.names() and not AGENTS.load(entry["spec"]).needs_model)
+
+    def serve_prefix(self, name: str) -> str:
+        entry = self.agent(name)
+        return args.serve_prefix(entry["spec"], entry.get("serve"))
+
+    def task_args(self, benchmark: str, role: str) -> str:
+        return args.task_flag(self.config["benchmarks"][benchmark].get(f"{role}_tasks"))
+
+    def writer_args(self, wildcards) -> str:
+        return args.writer_flags(self.config["writers"][wildcards.writer])
+
+    def embedder_args(self, wildcards) -> str:
+        return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
+
+    def build_args(self, wildcards) -> str:
+        """--method and the bank's default rendering of the method's types that have representations."""
+        represented = [t.code for t in MEMORY_METHODS.entry(wildcards.method).meta["types"] if t.representations]
+        chosen = self.config["representations"][wildcards.representation]
+        return args.build_option_flags(wildcards.method, chosen, represented)
+
+    def memory_args(self, wildcards) -> str:
+        defaults = self.config["defaults"]
+        config = memory_config(wildcards.memcfg)
+        split_seed = defaults["split_seed"] if wildcards.protocol == CROSS_SPLIT else None
+        options = defaults.get("memory_options", {}).get(config.method, {})
+        return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
+                                 layout.parse_k(wildcards.k), defaults["delta"], split_seed, options)
+
+    # ---- resources -----------------------------------------------------------------------------------------
+
+    def acting_agent(self, wildcards) -> dict:
+        """The acting agent of a run job: the student where there is one, else the teacher."""
+        return self.agent(wildcards.get("student") or wildcards.teacher)
+
+    def local_llm_slots(self, wildcards) -> int:
+        """Global cap `local_llm`: one embedded llama.cpp server at a time."""
+        return _uses(self.acting_agent(wildcards)["spec"], "local:")
+
+    def api_slots(self, wildcards) -> int:
+        """Global cap `llm_api`: requests to hosted or already-running model servers."""
+        return _uses(self.acting_agent(wildcards)["spec"], "openai:", "vllm:")
+
+    def bank_api_slots(self, wildcards) -> int:
+        """A memory build calls the API once per model-backed writer or embedder."""
+        specs = (self.config["writers"][wildcards.writer]["spec"], self.config["embedders"][wildcards.embedder]["spec"])
+        return sum(_uses(spec, "openai:", "vllm:") for spec in specs)
+
+    def bank_local_slots(self, wildcards) -> int:
+        """A model writer on the embedded llama.cpp server takes the one `local_llm` slot."""
+        return _uses(self.config["writers"][wildcards.writer]["spec"], "local:")
+
+    def agent_threads(self, wildcards) -> int:
+        return 2 if self.local_llm_slots(wildcards) else 1
+
+    def serve_gpus(self, wildcards) -> int:
+        return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
+
+    # ---- checks the schema cannot make ---------------------------------------------------------------------
+
+    def _check_names(self) -> None:
+        """Every name an experiment uses is defined, and no agent is both teacher and student."""
+        for experiment in self.config["experiments"]:
+            for section in SECTIONS:
+                known = self.config[section]
+                if section == "teachers":
+                    known = {SELF_TEACHER: None} | self.agents()
+                for name in self.setting(experiment, section):
+                    if name not in known:
+                        raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
+                                          f"under `{section}`")
+        clash = set(self.config["teachers"]) & set(self.config["students"])
+        if clash:
+            raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
+
+
+def _uses(spec, *prefixes) -> int:
+    return 1 if str(spec).startswith(prefixes) else 0
+
+
+def log_path(path: str) -> str:
+    return path.replace("results/", "results/logs/", 1).rsplit(".", 1)[0] + ".log"
