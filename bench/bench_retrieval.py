@@ -49,27 +49,29 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("AMD_CACHE_DIR", str(Path(tmp) / "cache"))
-        from amd.memory.bank import build_bank
-        from amd.memory.hooks import load_memory_hooks
+        from amd.agent.hooks import TaskContext
+        from amd.memory.build import build_bank
+        from amd.memory.method import open_memory
 
         trajectories = Path(tmp) / "t.jsonl"
         with open(trajectories, "w") as handle:
             handle.writelines(json.dumps(synthetic_record(i)) + "\n" for i in range(args.entries // 2))
         start = time.perf_counter()
-        build_bank([trajectories], "rules", args.embedder, Path(tmp) / "bank")
+        build_bank([trajectories], "amd", "rules", args.embedder, Path(tmp) / "bank")
         print(f"built a bank of {args.entries} subtask entries in {time.perf_counter() - start:.1f} s",
               file=sys.stderr)
-        hooks = load_memory_hooks(Path(tmp) / "bank", "st_only", delta=-1.0)
+        hooks = open_memory(Path(tmp) / "bank", "st_only", delta=-1.0)
         queries = [f"{VERBS[q % 10]} {OBJECTS[q // 10 % 10]} request {q}" for q in range(args.queries)]
-        hooks._search("subtask", "warm up", "synthetic_0")
+        hooks.search("subtask", "warm up", TaskContext("synthetic_0", "synthetic_0", ""))
         full, search_only = [], []
         for number, query in enumerate(queries):
+            task = TaskContext(f"synthetic_{number}", f"synthetic_{number}", query)
             started = time.perf_counter()
-            hits = hooks._search("subtask", query, f"synthetic_{number}")
+            hits = hooks.search("subtask", query, task)
             full.append(time.perf_counter() - started)
             vector = hooks.embedder.embed_one(query)
             started = time.perf_counter()
-            hooks.bank.search("subtask", vector, 1, -1.0, f"synthetic_{number}")
+            hooks.bank.search("subtask", vector, 1, -1.0, task.task_group)
             search_only.append(time.perf_counter() - started)
             assert hits, "every query must retrieve one entry"
     print(f"top-1 retrieval over {args.entries} entries ({args.embedder}): "

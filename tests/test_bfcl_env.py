@@ -8,10 +8,10 @@ from pathlib import Path
 import bfcl_eval
 import pytest
 
-from amd.registry import create_benchmark
 from amd.benchmarks.base import Proposal
 from amd.benchmarks.bfcl import BfclMultiTurn, openai_tool
 from amd.errors import AmdError
+from amd.registry import create_benchmark
 
 DATA = Path(bfcl_eval.__file__).parent / "data"
 

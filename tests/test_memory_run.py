@@ -87,3 +87,22 @@ def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
                           text=True, timeout=300, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{broken / 'subtask.jsonl'}:3: corrupt bank file" in done.stderr
+
+
+def test_variants_of_one_scenario_never_see_each_other_under_self_excluded(bank):
+    """BFCL tasks 40 and 43 open with the same user turn: one group, so neither retrieves the other's memory."""
+    from amd.agent.hooks import TaskContext
+    from amd.memory.method import open_memory
+    from amd.registry import create_benchmark
+
+    benchmark = create_benchmark("bfcl")
+    assert benchmark.task_group("multi_turn_base_43") == benchmark.task_group("multi_turn_base_40") == \
+        "multi_turn_base_40"
+    assert sum(benchmark.task_group(t) != t for t in benchmark.task_ids()) == 1
+    episode = benchmark.start("multi_turn_base_43")
+    task = TaskContext("multi_turn_base_43", "multi_turn_base_40", episode.instruction)
+    leaky = open_memory(bank, "wf", protocol="shared", k=3, delta=-1.0).task_start(task).records
+    assert {r["source_task_id"] for r in leaky[:2]} == {"multi_turn_base_40", "multi_turn_base_43"}  # identical
+    safe = open_memory(bank, "wf_st_fn", k=20, delta=-1.0)
+    records = safe.task_start(task).records + safe.after_error(task, ["cd", "ls", "mv"]).records
+    assert records and not {r["source_task_id"] for r in records} & {"multi_turn_base_40", "multi_turn_base_43"}

@@ -106,7 +106,7 @@ class Grid:
 
     def bank_path(self, wildcards) -> str:
         """The bank a memory run reads: its config's method, built from its teacher with its settings."""
-        return layout.BANK_DIR.format(**dict(wildcards), method=memory_config(wildcards["memcfg"]).method)
+        return layout.BANK_DIR.format(**(dict(wildcards) | {"method": memory_config(wildcards["memcfg"]).method}))
 
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them)."""

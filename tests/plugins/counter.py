@@ -1,6 +1,8 @@
-"""A tiny benchmark behind the real protocol, for testing the loop and runner without BFCL.
+"""A tiny benchmark behind the real protocol, for testing the loop and runner without a real benchmark; also the
+toy benchmark that tests/test_plugins.py adds to a copy of the tree as a module plus a registry line.
 
-Task "count_N": N user turns; in each the agent must call add(n=1) once. Success = the counter equals N.
+Task "count_N_I": N user turns; in each the agent must call add(n=1) once. Success = the counter equals N. Tasks
+with the same N are variants of one scenario (task group "count_N").
 """
 
 import json
@@ -64,6 +66,9 @@ class CounterBenchmark(BenchmarkDefaults):
 
     def task_ids(self):
         return list(self.ids)
+
+    def task_group(self, task_id):
+        return task_id.rsplit("_", 1)[0]
 
     def data_version(self):
         return {"package": "fixture", "sha256": "0" * 64}

@@ -1,0 +1,86 @@
+"""The trajectory record as Python types, mirroring `amd/trajectory.schema.json` field for field (the schema is
+what is enforced; tests/test_trajectory_types.py keeps the two in step). Read and write records with amd.schema."""
+
+from typing import NotRequired, TypedDict
+
+
+class DataVersion(TypedDict):
+    package: str  # name==version of the package the data came from
+    sha256: str  # the data file's hash
+
+
+class AgentInfo(TypedDict):
+    spec: str
+    kind: str  # the registered agent (amd.registry AGENTS): model, oracle, ...
+    model: NotRequired[str | None]
+    params: NotRequired[dict]
+
+
+class MemoryInfo(TypedDict):
+    config: str
+    method: NotRequired[str]
+    bank: NotRequired[str | None]
+    bank_sha256: NotRequired[str | None]
+    protocol: NotRequired[str | None]
+    k: NotRequired[dict]
+    delta: NotRequired[dict]
+
+
+class InjectionRecord(TypedDict):
+    type: str  # a memory type's name (amd.vocabulary)
+    entry_id: str
+    source_task_id: str  # the leakage audit
+    similarity: NotRequired[float | None]
+    query: NotRequired[str]
+
+
+class Call(TypedDict):
+    name: str
+    arguments: dict
+    call: str  # canonical name(kw=literal, ...), as executed and scored
+
+
+class Step(TypedDict):
+    model_text: str
+    calls: list[Call]
+    observations: list[str]
+    error: bool
+    rejected: NotRequired[list[dict]]
+    tokens: NotRequired[dict]
+    cached: NotRequired[bool]
+    injected_memory: NotRequired[list[InjectionRecord]]
+    model_error: NotRequired[str | None]
+
+
+class Turn(TypedDict):
+    user: str
+    steps: list[Step]
+    injected_memory: NotRequired[list[InjectionRecord]]
+
+
+class Tokens(TypedDict):
+    prompt: int
+    completion: int
+
+
+TrajectoryRecord = TypedDict("TrajectoryRecord", {
+    "schema": str,
+    "task_id": str,
+    "task_group": NotRequired[str],
+    "benchmark": str,
+    "data_version": DataVersion,
+    "agent": AgentInfo,
+    "memory": MemoryInfo,
+    "instruction": str,
+    "turns": list[Turn],
+    "system_memory": NotRequired[list[InjectionRecord]],
+    "decoded_calls": list,
+    "success": bool,
+    "checker": dict,
+    "status": str,
+    "error": NotRequired[str | None],
+    "n_steps": int,
+    "tokens": Tokens,
+    "model_requests": NotRequired[int],
+    "wall_time_s": float,
+})  # functional form: `schema` would shadow a TypedDict class attribute

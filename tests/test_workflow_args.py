@@ -1,0 +1,103 @@
+"""Config values to `amd` arguments, in one place: every key the config schema allows is mapped, and every
+command the workflow makes for the paper grid and the embedded default parses with amd's own parser."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from amd.cli import build_parser
+from amd.workflow import args
+from amd.workflow.config import ConfigError, config_schema
+from amd.workflow.grid import Grid
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_VALUES = {"max_steps_per_turn": 20, "max_steps": 40, "temperature": 0.0, "max_tokens": 512, "concurrency": 4}
+
+
+class Wildcards(dict):
+    """What a rule's input and params functions receive: names as attributes and as keys."""
+
+    __getattr__ = dict.__getitem__
+
+
+def load_config(*names) -> dict:
+    config = {}
+    for name in names:
+        config = merge(config, yaml.safe_load((REPO / "config" / name).read_text()))
+    return config
+
+
+def merge(base: dict, over: dict) -> dict:
+    """Snakemake's --configfile merge: nested dicts key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return merged
+
+
+def test_every_key_the_schema_allows_is_mapped_to_a_flag():
+    schema = config_schema()
+    assert set(schema["properties"]["run"]["properties"]) == set(args.RUN_FLAGS)
+    assert set(schema["$defs"]["agent"]["properties"]) == set(args.RUN_FLAGS) | set(args.AGENT_KEYS)
+    writer_keys = set(schema["properties"]["writers"]["additionalProperties"]["properties"])
+    assert writer_keys == {"spec"} | set(args.SAMPLING)
+
+
+def test_every_run_flag_is_one_amd_run_accepts():
+    flags = args.run_flags(SAMPLE_VALUES, samples=True)
+    parsed = build_parser().parse_args(["run", "bfcl", "--agent", "oracle", "--out", "x", *shlex.split(flags)])
+    assert {key: getattr(parsed, key) for key in SAMPLE_VALUES} == SAMPLE_VALUES
+    assert "--temperature" not in args.run_flags(SAMPLE_VALUES, samples=False)
+
+
+def parse_shell(command: str):
+    """The `amd ...` part of a rule's shell command, parsed by amd's own parser."""
+    words = shlex.split(command.split(" > ", 1)[0])
+    if "serve-run" in words[:2]:
+        words = words[words.index("--") + 1:]
+    assert words[0] == "amd"
+    return build_parser().parse_args(words[1:])
+
+
+def run_command(grid: Grid, cell: dict) -> str:
+    student = cell["student"]
+    command = (f"{grid.serve_prefix(student)}amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
+               f"{grid.task_args(cell['benchmark'], 'student')} {grid.run_args(student)} --seed {cell['seed']}")
+    if cell["method"]:
+        wildcards = Wildcards(cell, k=grid.run_path(cell).split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
+        command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"
+    return command
+
+
+@pytest.mark.parametrize("files", [("config.yaml",), ("config.yaml", "paper.yaml")])
+def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
+    grid = Grid(load_config(*files))
+    commands = 0
+    for experiment in grid.config["experiments"]:
+        for cell in grid.cells(experiment):
+            parsed = parse_shell(run_command(grid, cell))
+            assert parsed.benchmark == cell["benchmark"] and parsed.memory_config == cell["memcfg"]
+            if cell["method"]:
+                wildcards = Wildcards(cell, seed=str(cell["seed"]))
+                build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
+                                    f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
+                assert build.method == cell["method"]
+            commands += 1
+    assert commands > 0
+
+
+def test_memory_flags_carry_the_method_run_options():
+    flags = args.memory_flags("wf_st", ("wf", "st"), "cross_split", {"wf": 1, "st": 2, "fn": 1},
+                              {"wf": 0.3, "st": 0.45}, 3, {"per_turn": True})
+    parsed = build_parser().parse_args(["run", "bfcl", "--agent", "oracle", "--out", "x", *shlex.split(flags)])
+    assert (parsed.k, parsed.delta, parsed.split_seed) == ("wf=1,st=2", "st=0.45,wf=0.3", 3)
+    assert parsed.memory_option == ["per_turn=true"]
+
+
+def test_an_undefined_name_in_an_experiment_is_a_config_error():
+    config = load_config("config.yaml")
+    config["experiments"]["ablation"]["teachers"] = ["nobody"]
+    with pytest.raises(ConfigError, match="experiments.ablation.teachers: 'nobody' is not defined"):
+        Grid(config)
