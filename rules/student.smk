@@ -18,11 +18,11 @@ rule run_student_zero_shot:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student),
-        tasks=lambda wc: grid.task_args(wc.benchmark, "student"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
+        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --seed {wildcards.seed} --no-progress > {log} 2>&1"
 
 
@@ -55,12 +55,12 @@ rule run_student_memory:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student),
-        tasks=lambda wc: grid.task_args(wc.benchmark, "student"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
         memory=grid.memory_args,
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
+        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
         " --no-progress > {log} 2>&1"
 

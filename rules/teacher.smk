@@ -18,11 +18,11 @@ rule run_teacher:
         launch=lambda wc: grid.serve_prefix(wc.teacher),
         agent=lambda wc: grid.agent_args(wc.teacher),
         run=lambda wc: grid.run_args(wc.teacher),
-        tasks=lambda wc: grid.task_args(wc.benchmark, "teacher"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher"),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.tasks}"
+        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --no-progress > {log} 2>&1"
 
 

@@ -64,7 +64,7 @@ def parse_shell(command: str):
 def run_command(grid: Grid, cell: dict) -> str:
     student = cell["student"]
     command = (f"{grid.serve_prefix(student)}amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
-               f"{grid.task_args(cell['benchmark'], 'student')} {grid.run_args(student)} --seed {cell['seed']}")
+               f"{grid.benchmark_args(cell['benchmark'], 'student')} {grid.run_args(student)} --seed {cell['seed']}")
     if cell["method"]:
         wildcards = Wildcards(cell, k=grid.run_path(cell).split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
         command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"
@@ -101,3 +101,9 @@ def test_an_undefined_name_in_an_experiment_is_a_config_error():
     config["experiments"]["ablation"]["teachers"] = ["nobody"]
     with pytest.raises(ConfigError, match="experiments.ablation.teachers: 'nobody' is not defined"):
         Grid(config)
+
+
+def test_benchmark_options_reach_the_command_line():
+    flags = args.benchmark_flags(["a_1", "b_2"], {"suite": "banking", "offline": True})
+    parsed = build_parser().parse_args(["run", "x", "--agent", "oracle", "--out", "o", *shlex.split(flags)])
+    assert parsed.tasks == "a_1,b_2" and parsed.benchmark_option == ["offline=true", "suite=banking"]

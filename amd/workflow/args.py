@@ -44,8 +44,11 @@ def build_option_flags(method: str, representation: dict, represented: list[str]
     return flags
 
 
-def task_flag(tasks: list[str] | None) -> str:
-    return f"--tasks {quoted(','.join(tasks))}" if tasks else ""
+def benchmark_flags(tasks: list[str] | None, options: dict) -> str:
+    """--tasks (none: every task) and the benchmark's own options."""
+    flags = [f"--tasks {quoted(','.join(tasks))}"] if tasks else []
+    flags += [f"--benchmark-option {quoted(f'{key}={option_text(value)}')}" for key, value in sorted(options.items())]
+    return " ".join(flags)
 
 
 def serve_prefix(spec: str, serve: dict | None) -> str:
@@ -69,9 +72,9 @@ def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, de
         parts.append("--delta " + ",".join(f"{code}={value}" for code, value in sorted(chosen.items())))
     if split_seed is not None:
         parts.append(f"--split-seed {split_seed}")
-    parts += [f"--memory-option {quoted(f'{key}={_option_text(value)}')}" for key, value in sorted(options.items())]
+    parts += [f"--memory-option {quoted(f'{key}={option_text(value)}')}" for key, value in sorted(options.items())]
     return " ".join(parts)
 
 
-def _option_text(value) -> str:
+def option_text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)

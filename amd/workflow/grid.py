@@ -157,8 +157,10 @@ class Grid:
         entry = self.agent(name)
         return args.serve_prefix(entry["spec"], entry.get("serve"))
 
-    def task_args(self, benchmark: str, role: str) -> str:
-        return args.task_flag(self.config["benchmarks"][benchmark].get(f"{role}_tasks"))
+    def benchmark_args(self, benchmark: str, role: str) -> str:
+        """The tasks of a teacher or student run and the benchmark's own options."""
+        entry = self.config["benchmarks"][benchmark]
+        return args.benchmark_flags(entry.get(f"{role}_tasks"), entry.get("options", {}))
 
     def writer_args(self, wildcards) -> str:
         return args.writer_flags(self.config["writers"][wildcards.writer])
