@@ -160,3 +160,28 @@ def test_scoring_leaves_no_instances_in_the_checker_globals(bench):
     for _ in range(3):
         _started(bench).score()
     assert set(vars(multi_turn_utils)) == before
+
+
+@pytest.mark.parametrize("raw", ['"ls()"', '["archive"]', "ls()", "{broken", '"mkdir(dir_name=\'x\')"'])
+def test_native_calls_with_unreadable_arguments_are_refused_never_run_without_them(bench, raw):
+    """Arguments given as a string of code or as a list once ran `ls()` and `mkdir()` with no arguments."""
+    from amd.agent.parsing import parse_reply
+
+    episode = _started(bench)
+    for name in ("ls", "mkdir"):
+        [proposal] = parse_reply("", [{"name": name, "arguments": raw}])
+        outcome = episode.execute([proposal])
+        assert outcome.calls == [] and outcome.error and outcome.failing_functions == [name]
+        assert "rejected call" in outcome.observations[0] and outcome.rejected[0]["text"] == proposal.source
+    assert episode.decoded_calls == [[]]  # nothing reached the checker
+    [text_call] = parse_reply('{"name": "mkdir", "arguments": ["archive"]}', [])
+    assert text_call.malformed and episode.execute([text_call]).calls == []
+
+
+def test_native_calls_with_no_or_null_arguments_run_with_none(bench):
+    from amd.agent.parsing import parse_reply
+
+    episode = _started(bench)
+    for raw in ("", "{}", "null"):
+        [proposal] = parse_reply("", [{"name": "pwd", "arguments": raw}])
+        assert episode.execute([proposal]).calls[0].call == "pwd()"

@@ -33,6 +33,10 @@ PLACEHOLDER = re.compile(r"<[A-Z_]+>")
 BFCL = create_benchmark("bfcl")
 
 
+def trajectory_values_calls(rec: dict) -> list[dict]:
+    return [c for turn in rec["turns"] for s in turn["steps"] for c in s["calls"]]
+
+
 def concrete_values_left(text: str, rec: dict) -> list[str]:
     calls = [c for turn in rec["turns"] for s in turn["steps"] for c in s["calls"]]
     stripped = PLACEHOLDER.sub(" ", text)
@@ -88,22 +92,45 @@ def test_entry_ids_are_stable_and_carry_their_source():
 def test_function_memory_has_every_executed_call_with_context_doc_and_reasoning():
     rec = file_and_message_task()
     functions = build_entries(rec, BFCL).function
-    executed = [c["call"] for t in rec["turns"] for s in t["steps"] for c in s["calls"]]
-    assert [f["call"] for f in functions] == executed
+    worked = [c["call"] for t in rec["turns"] for s in t["steps"] for c, o in zip(s["calls"], s["observations"])
+              if "error" not in o]
+    assert [f["call"] for f in functions] == worked and len(worked) < len(trajectory_values_calls(rec))
     mv = next(f for f in functions if f["name"] == "mv")
     assert mv["app"] == "GorillaFileSystem" and "source" in mv["doc"]["parameters"]["properties"]
     assert "# user: Move 'final_report.pdf'" in mv["code"] and "# before: mkdir(dir_name='archive_2024')" in mv["code"]
     assert "# -> " in mv["code"] and mv["reasoning"].startswith(rec["instruction"])
-    retry = [f for f in functions if f["name"] == "send_message"][1]
-    assert "Receiver ID USR999 not found" in retry["code"]  # the failed attempt before it is context
+    [retry] = [f for f in functions if f["name"] == "send_message"]  # the failed attempt is no example
+    assert "Receiver ID USR999 not found" in retry["code"]  # but it is the context of the call that worked
 
 
 def test_subtask_example_renders_calls_with_observations_in_both_forms():
     segment = build_entries(trading_task(), BFCL).subtask[0]
     assert "place_order(order_type='Buy', symbol='NVDA', price=220.34, amount=100)" in segment["code"]
     assert '# -> {"order_id": 12446' in segment["code"]
-    assert "place_order was" not in segment["code"] and "called place_order" in segment["prose"]
+    assert "called TradingBot.place_order setting order_type, symbol, price, amount" in segment["prose"]
     assert segment["label"] == "place order"
+
+
+def test_prose_memory_describes_without_call_syntax_values_or_observations():
+    """Paper Table 4: the natural-language form is a description; only the code form holds calls and results."""
+    for rec in successful(all_records()):
+        result = build_entries(rec, BFCL)
+        calls = trajectory_values_calls(rec)
+        observations = [o for t in rec["turns"] for st in t["steps"] for o in st["observations"]]
+        for entry in result.subtask + result.function:
+            prose = entry["prose"]
+            assert not re.search(r"\w\(", prose), prose  # no call syntax
+            assert not any(len(o) > 8 and o[:40] in prose for o in observations), prose
+            assert concrete_values_left(prose, rec) == [], prose
+        assert any(c["call"] in entry["code"] for entry in result.subtask for c in calls)
+
+
+def test_prose_says_where_a_value_came_from_and_which_call_failed():
+    prose = build_entries(trading_task(), BFCL).subtask[0]["prose"]
+    assert "taking symbol from the result of TradingBot.get_watchlist" in prose
+    message = build_entries(file_and_message_task(), BFCL)
+    assert any("MessageAPI.send_message" in e["prose"] and "it failed with an error" in e["prose"]
+               for e in message.subtask)
 
 
 # ---- placeholder audit ---------------------------------------------------------------------------------------------

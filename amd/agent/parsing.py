@@ -31,7 +31,8 @@ def parse_reply(text: str, tool_calls: list[dict]) -> list[Proposal]:
 def _native_call(call: dict) -> Proposal:
     name, raw = call.get("name"), call.get("arguments") or "{}"
     source = json.dumps({"name": name, "arguments": raw}, ensure_ascii=False)
-    return Proposal(source=source, name=name, arguments=_arguments_dict(raw))
+    arguments, malformed = _arguments_dict(raw)
+    return Proposal(source=source, name=name, arguments=arguments, malformed=malformed)
 
 
 def _calls_in_block(block: str) -> list[Proposal]:
@@ -79,21 +80,27 @@ def _json_call(item) -> Proposal | None:
     if _is_schema(arguments):
         return None  # an echoed tool doc, not a call
     source = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-    return Proposal(source=source, name=name, arguments=_arguments_dict(arguments))
+    arguments, malformed = _arguments_dict(arguments)
+    return Proposal(source=source, name=name, arguments=arguments, malformed=malformed)
 
 
 def _is_schema(value) -> bool:
     return isinstance(value, dict) and value.get("type") in SCHEMA_TYPES and isinstance(value.get("properties"), dict)
 
 
-def _arguments_dict(arguments) -> dict | None:
-    """A dict of arguments, decoding a JSON string; None (refused by the environment) for anything else."""
+def _arguments_dict(arguments) -> tuple[dict | None, str | None]:
+    """(the arguments as a dict, None), decoding a JSON string; null means no arguments. Anything else is
+    (None, why it cannot be read): the environment refuses the call instead of running it without arguments."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    return arguments if isinstance(arguments, dict) else None
+        except ValueError as error:
+            return None, f"the arguments are not valid JSON ({error})"
+    if arguments is None:
+        return {}, None
+    if not isinstance(arguments, dict):
+        return None, f"the arguments must be a JSON object, got {type(arguments).__name__}"
+    return arguments, None
 
 
 # --- Python call syntax -------------------------------------------------------------------------------------------

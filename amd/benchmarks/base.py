@@ -19,12 +19,15 @@ from amd.errors import AmdError
 @dataclass
 class Proposal:
     """One action the agent proposes. `source` is what the model wrote; `name`/`arguments` are set when the
-    model gave structured JSON or a native tool call, otherwise the environment parses `source` itself."""
+    model gave structured JSON or a native tool call, otherwise the environment parses `source` itself.
+    `malformed` says why a structured call's arguments cannot be read (a list, a string of code, broken JSON):
+    the environment must refuse such a proposal as an error observation and never run it."""
 
     source: str
     name: str | None = None
     arguments: dict | None = None
     code: str | None = None
+    malformed: str | None = None
 
 
 @dataclass

@@ -186,6 +186,8 @@ class BfclEpisode:
 
     def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
         try:
+            if proposal.malformed:
+                raise CallRejected(proposal.malformed)
             if proposal.name is not None or proposal.arguments is not None:
                 name, kwargs = validate_arguments(proposal.name, proposal.arguments, self._docs)
             else:

@@ -68,17 +68,34 @@ def render_steps_code(steps: list[Step]) -> str:
     return "\n".join(lines)
 
 
-def render_steps_prose(steps: list[Step]) -> str:
-    """The same content as sentences, for the prose representation."""
-    sentences = []
+def render_steps_prose(benchmark, steps: list[Step]) -> str:
+    """What the steps did, in words (the paper's natural-language form, Table 4): which functions in which order,
+    which parameters they were given, where a value came from and how each call went. No call syntax, no argument
+    values, no raw observations."""
+    sentences, earlier = [], []
     for step in steps:
-        if step.first_of_turn:
-            sentences.append(f'The user asked: "{one_line(step.user, 200)}".')
         for call, observation in step.call_observations():
-            arguments = ", ".join(f"{key} set to {value!r}" for key, value in call["arguments"].items())
-            with_args = f" with {arguments}" if arguments else ""
-            sentences.append(f"The agent called {call['name']}{with_args}, which returned: {one_line(observation)}.")
-    return " ".join(sentences)
+            sentences.append("The agent " + _call_sentence(benchmark, call, observation, earlier))
+            earlier.append((qualified_name(benchmark, call["name"]), observation))
+    return " ".join(sentences) or "The agent answered in words, without calling a function."
+
+
+def _call_sentence(benchmark, call: dict, observation: str, earlier: list[tuple[str, str]]) -> str:
+    name = qualified_name(benchmark, call["name"])
+    given = f" setting {', '.join(call['arguments'])}" if call["arguments"] else " with no arguments"
+    sources = [f"{key} from the result of {source}" for key, value in call["arguments"].items()
+               if (source := _source_of(value, earlier))]
+    taken = f", taking {' and '.join(sources)}" if sources else ""
+    outcome = "it failed with an error" if is_error_observation(observation) else "it worked"
+    return f"called {name}{given}{taken}; {outcome}."
+
+
+def _source_of(value, earlier: list[tuple[str, str]]) -> str | None:
+    """The latest earlier call whose observation holds this argument value (values of two or more characters)."""
+    text = str(value)
+    if len(text) < 2:
+        return None
+    return next((name for name, observation in reversed(earlier) if text in observation), None)
 
 
 def call_example_code(user: str, previous: Step | None, call: dict, observation: str) -> str:
@@ -89,11 +106,8 @@ def call_example_code(user: str, previous: Step | None, call: dict, observation:
     return "\n".join(lines + [call["call"], f"# -> {one_line(observation)}"])
 
 
-def call_example_prose(user: str, previous: Step | None, call: dict, observation: str) -> str:
-    sentences = [f'The user asked: "{one_line(user, 200)}".']
-    for before, before_observation in previous.call_observations() if previous else []:
-        sentences.append(f"Before, {before['name']} returned: {one_line(before_observation, 150)}.")
-    arguments = ", ".join(f"{key} set to {value!r}" for key, value in call["arguments"].items())
-    with_args = f" with {arguments}" if arguments else ""
-    sentences.append(f"Then {call['name']} was called{with_args}, which returned: {one_line(observation)}.")
-    return " ".join(sentences)
+def call_example_prose(benchmark, previous: Step | None, call: dict, observation: str) -> str:
+    """One call in words: what came just before it, the parameters it was given, and how it went."""
+    before = [(qualified_name(benchmark, c["name"]), o) for c, o in previous.call_observations()] if previous else []
+    context = f"After {', '.join(name for name, _ in before)}, the agent " if before else "The agent "
+    return context + _call_sentence(benchmark, call, observation, before)

@@ -14,6 +14,7 @@ from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     call_example_code,
     call_example_prose,
+    is_error_observation,
     qualified_name,
     render_steps_code,
     render_steps_prose,
@@ -89,22 +90,25 @@ def subtask_entries(record: dict, benchmark, steps, chat) -> list[dict]:
     for n, segment in enumerate(segments):
         part = steps[segment["start_step"]: segment["end_step"] + 1]
         entries.append({"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id,
-                        **segment, "code": render_steps_code(part), "prose": render_steps_prose(part)})
+                        **segment, "code": render_steps_code(part), "prose": render_steps_prose(benchmark, part)})
     return entries
 
 
 def function_entries(record: dict, benchmark, steps) -> list[dict]:
-    """One entry per executed call: the call with the user turn and the preceding step as context."""
+    """One entry per executed call that did not fail (an example of a call that worked), with the user turn and
+    the preceding step — a failed attempt included — as context."""
     task_id = record["task_id"]
     entries = []
     for step in steps:
         previous = steps[step.index - 1] if step.index > 0 and not step.first_of_turn else None
         for call, observation in step.call_observations():
+            if is_error_observation(observation):
+                continue
             info = benchmark.function_info(call["name"])
             entries.append({
                 "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
                 "name": call["name"], "app": info.app, "call": call["call"], "observation": observation,
                 "code": call_example_code(step.user, previous, call, observation),
-                "prose": call_example_prose(step.user, previous, call, observation),
+                "prose": call_example_prose(benchmark, previous, call, observation),
                 "doc": info.doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
     return entries
