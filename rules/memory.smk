@@ -1,5 +1,5 @@
 # Stage 2: distil the teacher's trajectories into a memory bank of one method (entries and FAISS indexes), in one
-# `amd memory build` call.
+# `amd memory build` call. A writer that is a served agent (a teacher writing its own memory) is served by the job.
 
 
 rule build_memory:
@@ -9,6 +9,8 @@ rule build_memory:
         directory(layout.BANK_DIR),
     log:
         log_path(f"{layout.BANK_DIR}/build.log"),
+    wildcard_constraints:
+        writer=grid.other_writers(),
     conda:
         "../environment.yml"
     threads: 2
@@ -16,11 +18,21 @@ rule build_memory:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,
     params:
+        launch=grid.writer_launch,
         writer=grid.writer_args,
         embedder=grid.embedder_args,
         build=grid.build_args,
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     shell:
-        "amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
+        "{params.launch}amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
         " {params.embedder} --out {output} > {log} 2>&1"
+
+
+use rule build_memory as build_memory_served with:
+    wildcard_constraints:
+        writer=grid.served_agents(),
+    resources:
+        gpu=grid.writer_gpus,
+        llm_api=0,
+        local_llm=0,

@@ -107,3 +107,22 @@ def test_benchmark_options_reach_the_command_line():
     flags = args.benchmark_flags(["a_1", "b_2"], {"suite": "banking", "offline": True})
     parsed = build_parser().parse_args(["run", "x", "--agent", "oracle", "--out", "o", *shlex.split(flags)])
     assert parsed.tasks == "a_1,b_2" and parsed.benchmark_option == ["offline=true", "suite=banking"]
+
+
+def test_in_the_paper_grid_each_teacher_writes_its_own_memory():
+    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    memory_cells = [cell for experiment in grid.config["experiments"] for cell in grid.cells(experiment)
+                    if cell["method"]]
+    assert memory_cells and all(cell["writer"] == cell["teacher"] for cell in memory_cells)
+    student_memory = [cell for cell in memory_cells if cell["teacher"] == cell["student"]]
+    assert student_memory  # the paper's Student Memory: the student writes from its own runs
+    wildcards = Wildcards(student_memory[0], seed="0")
+    assert grid.writer_launch(wildcards).startswith("amd serve-run --model")
+    assert "@{base_url}" in grid.writer_args(wildcards)
+
+
+def test_a_model_free_teacher_cannot_write_its_own_memory():
+    config = load_config("config.yaml")
+    config["defaults"]["writer"] = "teacher"
+    with pytest.raises(ConfigError, match="writer 'oracle' has no model"):
+        Grid(config)

@@ -20,7 +20,8 @@ CAPTIONS = {
     "table1_main": "Table 1: success rate (%) zero-shot and with AMD memory (WF+ST+FN); delta = AMD - zero-shot.",
     "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
     "student_memory = the student's own trajectories as the memory source.",
-    "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory.",
+    "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory "
+    "(writer: who wrote that memory).",
     "table4_representation": "Table 4: memory representation (prose or code) per memory type.",
     "table5_repeats": "Table 5: success rate (%) over repeated runs, mean ± standard deviation.",
     "table6_protocols": "Table 6: disjoint-evaluation protocols. cross_split: memory from 70 % of tasks, scored on "
@@ -119,9 +120,9 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
                      "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
                      "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
     students = _students(runs)
-    cells = aggregate(students[students["memory"] == AMD_CONFIG], ["benchmark", "teacher", "student"])
+    cells = aggregate(students[students["memory"] == AMD_CONFIG], ["benchmark", "teacher", "writer", "student"])
     for row in cells.itertuples():
-        rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "acting": row.student,
+        rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
                      "success": row.success, "runs": row.runs, "tasks": row.tasks,
                      "paper": reference.value("table3_teacher", row.benchmark, row.model, AMD_CONFIG,
                                               teacher_models.get(row.teacher))})

@@ -28,11 +28,13 @@ def run_flags(settings: dict, samples: bool) -> str:
     return " ".join(f"{RUN_FLAGS[key]} {quoted(value)}" for key, value in sorted(chosen.items()))
 
 
-def writer_flags(entry: dict) -> str:
-    """--writer SPEC and, for a model writer with its own sampling settings, --writer-params."""
+def writer_flags(entry: dict, served: bool = False) -> str:
+    """--writer SPEC (a served model's base URL filled in by `amd serve-run`) and, for a model writer with its own
+    sampling settings, --writer-params."""
     params = {key: entry[key] for key in SAMPLING if key in entry}
     extra = f" --writer-params {quoted(json.dumps(params))}" if params else ""
-    return f"--writer {quoted(entry['spec'])}{extra}"
+    spec = f"{entry['spec']}@{BASE_URL}" if served else entry["spec"]
+    return f"--writer {quoted(spec)}{extra}"
 
 
 def build_option_flags(method: str, representation: dict, represented: list[str]) -> str:

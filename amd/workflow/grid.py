@@ -14,6 +14,7 @@ from amd.workflow import args
 from amd.workflow.config import ConfigError, validate_config
 
 SELF_TEACHER = "self"  # a student distilling its own trajectories (the paper's Student Memory)
+TEACHER_WRITES = "teacher"  # the writer is the teacher itself (paper §3.1); Student Memory: the student
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one.
 CELL_LISTS = {"benchmark": "benchmarks", "student": "students", "teacher": "teachers", "writer": "writers",
               "embedder": "embedders", "representation": "representations", "memcfg": "memory_configs",
@@ -39,11 +40,16 @@ class Grid:
         return self.agents()[name]
 
     def served_agents(self) -> str:
-        """Agents whose jobs serve their model themselves with vLLM (a `serve:` block), as a wildcard regex."""
+        """Agents whose jobs (their runs, and memory builds they write) serve their model themselves with vLLM (a
+        `serve:` block), as a wildcard regex."""
         return "|".join(name for name, entry in self.agents().items() if "serve" in entry) or "(?!)"
 
     def other_agents(self) -> str:
         return "|".join(name for name, entry in self.agents().items() if "serve" not in entry) or "(?!)"
+
+    def other_writers(self) -> str:
+        """Writers that need no server of their own: `writers` entries and agents that are not served."""
+        return "|".join([*self.config["writers"], self.other_agents()])
 
     @staticmethod
     def memory_config_names() -> str:
@@ -95,6 +101,8 @@ class Grid:
             cell = dict(zip(names, combo))
             if cell["teacher"] == SELF_TEACHER:
                 cell["teacher"] = cell["student"]
+            if cell["writer"] == TEACHER_WRITES:
+                cell["writer"] = cell["teacher"]
             cell["method"] = memory_config(cell["memcfg"]).method
             for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
                 yield cell | {"k": k}
@@ -162,8 +170,17 @@ class Grid:
         entry = self.config["benchmarks"][benchmark]
         return args.benchmark_flags(entry.get(f"{role}_tasks"), entry.get("options", {}))
 
+    def writer(self, name: str) -> dict:
+        """A writer by name: an entry of `writers`, or an agent writing with its own model."""
+        return self.config["writers"].get(name) or self.agent(name)
+
     def writer_args(self, wildcards) -> str:
-        return args.writer_flags(self.config["writers"][wildcards.writer])
+        entry = self.writer(wildcards.writer)
+        return args.writer_flags(entry, served="serve" in entry)
+
+    def writer_launch(self, wildcards) -> str:
+        entry = self.writer(wildcards.writer)
+        return args.serve_prefix(entry["spec"], entry.get("serve"))
 
     def embedder_args(self, wildcards) -> str:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
@@ -198,12 +215,15 @@ class Grid:
 
     def bank_api_slots(self, wildcards) -> int:
         """A memory build calls the API once per model-backed writer or embedder."""
-        specs = (self.config["writers"][wildcards.writer]["spec"], self.config["embedders"][wildcards.embedder]["spec"])
+        specs = (self.writer(wildcards.writer)["spec"], self.config["embedders"][wildcards.embedder]["spec"])
         return sum(_uses(spec, "openai:", "vllm:") for spec in specs)
 
     def bank_local_slots(self, wildcards) -> int:
         """A model writer on the embedded llama.cpp server takes the one `local_llm` slot."""
-        return _uses(self.config["writers"][wildcards.writer]["spec"], "local:")
+        return _uses(self.writer(wildcards.writer)["spec"], "local:")
+
+    def writer_gpus(self, wildcards) -> int:
+        return self.writer(wildcards.writer).get("serve", {}).get("gpus", 1)
 
     def agent_threads(self, wildcards) -> int:
         return 2 if self.local_llm_slots(wildcards) else 1
@@ -214,16 +234,21 @@ class Grid:
     # ---- checks the schema cannot make ---------------------------------------------------------------------
 
     def _check_names(self) -> None:
-        """Every name an experiment uses is defined, and no agent is both teacher and student."""
+        """Every name an experiment uses is defined, a teacher that writes its own memory has a model, and no
+        agent is both teacher and student."""
+        extra = {"teachers": {SELF_TEACHER: None} | self.agents(), "writers": {TEACHER_WRITES: None} | self.agents()}
         for experiment in self.config["experiments"]:
             for section in SECTIONS:
-                known = self.config[section]
-                if section == "teachers":
-                    known = {SELF_TEACHER: None} | self.agents()
+                known = self.config[section] | extra.get(section, {})
                 for name in self.setting(experiment, section):
                     if name not in known:
                         raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
                                           f"under `{section}`")
+            for cell in self.cells(experiment):
+                if cell["method"] and cell["writer"] not in self.config["writers"] and not self.samples(
+                        self.agent(cell["writer"])):
+                    raise ConfigError(f"config: experiments.{experiment}: writer {cell['writer']!r} has no model to "
+                                      "write memory with; name a writer under `writers` (e.g. rules)")
         clash = set(self.config["teachers"]) & set(self.config["students"])
         if clash:
             raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
