@@ -146,8 +146,9 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", k)) == {
         "run_student_memory": 1, "score_run": 1, "make_table": 1, "make_figure": 1, "all": 1, "total": 5}
 
-    # subtask delta: a params change of the one run that retrieves subtask memory
-    delta = overlay(where, "delta.yaml", {"defaults": {"delta": {"wf": 0.3, "st": 0.5}}})
+    # the embedder's subtask delta: a params change of the one run that retrieves subtask memory
+    delta = overlay(where, "delta.yaml", {"embedders": {"minilm": {"spec": "local:all-minilm-l6-v2",
+                                                                   "delta": {"wf": 0.32, "st": 0.5}}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", delta)) == {
         "run_student_memory": 1, "score_run": 1, "make_table": 1, "make_figure": 1, "all": 1, "total": 5}
 

@@ -196,8 +196,9 @@ class Grid:
         config = memory_config(wildcards.memcfg)
         split_seed = defaults["split_seed"] if wildcards.protocol == CROSS_SPLIT else None
         options = defaults.get("memory_options", {}).get(config.method, {})
+        delta = defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
-                                 layout.parse_k(wildcards.k), defaults["delta"], split_seed, options)
+                                 layout.parse_k(wildcards.k), delta, split_seed, options)
 
     # ---- resources -----------------------------------------------------------------------------------------
 
