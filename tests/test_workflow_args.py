@@ -126,3 +126,13 @@ def test_a_model_free_teacher_cannot_write_its_own_memory():
     config["defaults"]["writer"] = "teacher"
     with pytest.raises(ConfigError, match="writer 'oracle' has no model"):
         Grid(config)
+
+
+def test_repeats_in_the_paper_grid_sample_with_a_recorded_seed_each():
+    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    cells = [cell for cell in grid.cells("repeats") if cell["benchmark"] == "bfcl"]
+    commands = [parse_shell(run_command(grid, cell)) for cell in cells if cell["memcfg"] == "zero_shot"]
+    assert sorted(command.seed for command in commands) == [0, 1, 2, 3, 4]
+    assert all(command.temperature > 0 for command in commands)
+    teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini')}")
+    assert teacher.temperature is None and teacher.max_tokens >= 16384
