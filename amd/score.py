@@ -34,12 +34,16 @@ def recheck(path) -> list[str]:
     from amd.registry import create_benchmark
 
     benchmarks, mismatched = {}, []
-    for record in read_trajectories(path):
-        name = record["benchmark"]
-        benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
-        verdict = benchmark.rescore(record) and record["status"] == "finished"
-        if verdict != record["success"]:
-            mismatched.append(record["task_id"])
+    try:
+        for record in read_trajectories(path):
+            name = record["benchmark"]
+            benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
+            verdict = benchmark.rescore(record) and record["status"] == "finished"
+            if verdict != record["success"]:
+                mismatched.append(record["task_id"])
+    finally:
+        for benchmark in benchmarks.values():
+            benchmark.close()
     return mismatched
 
 

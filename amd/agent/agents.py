@@ -22,10 +22,11 @@ class ModelAgent:
 
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
-        return cls(model)
+        return cls(model, getattr(episode, "system_message", ""))
 
-    def __init__(self, model):
+    def __init__(self, model, benchmark_system: str = ""):
         self.model = model
+        self.benchmark_system = benchmark_system  # the benchmark's own instructions, after ours
         self.messages: list[dict] = []
         self.tools: list[dict] = []
         self._step = 0
@@ -38,6 +39,8 @@ class ModelAgent:
         else:
             docs = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
             system = load_prompt("agent_system").format(tool_docs=docs)
+        if self.benchmark_system:
+            system = f"{system}\n\n{self.benchmark_system}"
         # Memory goes after the stable tool docs so the server's prefix cache stays warm across memory configs.
         if memory_text:
             system = f"{system}\n\n{memory_text}"

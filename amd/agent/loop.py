@@ -71,19 +71,22 @@ def _run_turns(agent, episode, limits, task, memory, turns) -> None:
             if total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text = _run_step(agent, episode, task, memory)
+            step, reply_text, conversation_over = _run_step(agent, episode, task, memory)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
             if reply_text is not None:
                 last_reply = reply_text
                 break
+            if conversation_over:  # the environment ended it: the episode has no next user turn
+                break
         else:
             raise _StepLimit(f"more than {limits.max_steps_per_turn} steps in turn {len(turns)}")
 
 
-def _run_step(agent, episode, task, memory) -> tuple[dict, str | None]:
-    """One model step. Returns the step record and, when the turn ended (a reply with no call), the reply text."""
+def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
+    """One model step. Returns the step record, the reply text when the turn ended (a reply with no call), and
+    whether the environment ended the conversation during the step."""
     reply = agent.act()
     step = {
         "model_text": reply.text,
@@ -98,9 +101,9 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None]:
         "_requests": reply.requests,
     }
     if reply.error is not None:
-        return step, None
+        return step, None, False
     if not reply.proposals:
-        return step, reply.text
+        return step, reply.text, False
     outcome = episode.execute(reply.proposals)
     step.update(calls=[vars(call) for call in outcome.calls], rejected=outcome.rejected,
                 observations=outcome.observations, error=outcome.error)
@@ -109,4 +112,4 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None]:
         hint = memory.after_error(task, outcome.failing_functions)
         step["injected_memory"] = hint.records
     agent.observe(reply.proposals, outcome, hint.text)
-    return step, None
+    return step, None, outcome.conversation_over

@@ -44,6 +44,7 @@ class StepOutcome:
     observations: list[str] = field(default_factory=list)
     error: bool = False
     failing_functions: list[str] = field(default_factory=list)  # names whose execution or validation failed
+    conversation_over: bool = False  # the environment ended the conversation (e.g. its message limit)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Episode(Protocol):
     task_id: str
     instruction: str  # the retrieval query for memory (BFCL: the first user turn)
     tools: list[dict]  # OpenAI-style function tools: [{"type": "function", "function": {...}}]
+    # Optional: `system_message`, the benchmark's own instructions to the agent, after the agent's system prompt.
 
     def next_user_message(self, last_agent_reply: str | None) -> str | None:
         """The next user turn, or None when the conversation is over. Starting a turn ends the previous one."""
@@ -97,10 +99,13 @@ class Benchmark(Protocol):
     def rescore(self, record: dict) -> bool:
         """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
 
+    def close(self) -> None:
+        """Stop what the benchmark started (worker processes, servers); called when a run or build is done."""
+
 
 class BenchmarkDefaults:
     """Defaults for the parts of the protocol a benchmark may not need: every task is its own group, a dotted
-    call name `app.function` names its app, and re-scoring is not offered."""
+    call name `app.function` names its app, re-scoring is not offered and there is nothing to stop."""
 
     name = "benchmark"
 
@@ -113,3 +118,6 @@ class BenchmarkDefaults:
 
     def rescore(self, record: dict) -> bool:
         raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")
+
+    def close(self) -> None:
+        pass

@@ -40,6 +40,8 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
                                                               concurrency))
     finally:
         writer_obj.close()
+        for opened in benchmarks.values():
+            opened.close()
     _check_entries(contents, method, groups)
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
