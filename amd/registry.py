@@ -58,8 +58,7 @@ BENCHMARKS = Registry("benchmark")
 BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
 BENCHMARKS.add("appworld", unavailable="AppWorld needs its task data under $APPWORLD_ROOT/data "
                "(appworld download data) and an adapter that is not written yet")
-BENCHMARKS.add("toolsandbox", unavailable="ToolSandbox needs a checkout of apple/ToolSandbox and an adapter that "
-               "is not written yet")
+BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox")
 BENCHMARKS.add("agentdojo", unavailable="AgentDojo needs an adapter that is not written yet")
 
 # Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,

@@ -1,0 +1,418 @@
+"""ToolSandbox (apple/ToolSandbox @165848b, arXiv 2408.04682) behind the amd benchmark protocol: the paper's third
+benchmark, a stateful tool world with a simulated user.
+
+ToolSandbox pins packages that clash with ours (openai 1.17, numpy 1.26, transformers 4.41, ...), so it lives in
+its own virtual environment (`make toolsandbox`; `AMD_TOOLSANDBOX_PYTHON` names another interpreter) and runs in
+worker processes (`toolsandbox_worker.py`, JSON lines over stdin/stdout) that this module starts and always stops:
+on close(), as soon as a request to one fails, and, should this process die, by themselves.
+
+A worker plays one scenario with ToolSandbox's own roles and evaluation. Its agent turns come here: every call the
+agent proposes is first validated against the scenario's tool schema (a refused call is an error observation and
+never reaches ToolSandbox); the results come back as observations. Its user simulator (ToolSandbox's prompt and
+few-shot examples) gets each reply from the user model, any model spec (`user_model=SPEC`; the paper's is
+GPT-5-mini), through amd.llm and its response cache. The verdict is ToolSandbox's milestone/minefield evaluation;
+success is similarity 1.0, as in the paper. An exception inside ToolSandbox that it cannot continue from scores the
+task as failed (similarity 0), as ToolSandbox's own CLI does.
+
+Task ids are scenario names. The base set is the 129 scenarios with NO_DISTRACTION_TOOLS; 38 of them use RapidAPI
+tools (a paid key, live network), so `scenarios=offline` (the default, 91 scenarios) leaves them out;
+`scenarios=rapidapi` runs only them and `scenarios=base` all 129, both with RAPID_API_KEY set.
+"""
+
+import json
+import math
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from amd.agent.parsing import parse_reply
+from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
+from amd.errors import AmdError, did_you_mean
+from amd.prompts import load_prompt
+
+WORKER = Path(__file__).with_name("toolsandbox_worker.py")
+DEFAULT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-toolsandbox" / "bin" / "python"
+PYTHON_VARIABLE = "AMD_TOOLSANDBOX_PYTHON"
+SCENARIO_SETS = {"offline": ("offline",), "rapidapi": ("rapidapi",), "base": ("offline", "rapidapi")}
+OPTIONS = ("user_model", "scenarios", "user_temperature", "user_max_tokens")
+# Scenario names end in variant markers: another phrasing (_alt, _implicit), the request over several user turns,
+# a tool taken away (_insufficient_information, _no_<tool>), another starting state (_wifi_off, ...). A scenario's
+# task group is its name without them, so the leakage protocols keep a request and its variants together.
+VARIANT_MARKERS = ("_alt", "_implicit", "_multiple_user_turn", "_insufficient_information", "_no_remove_contact",
+                   "_no_search_contacts", "_ambiguous", "_twice", "_low_battery_mode", "_wifi_off", "_cellular_off")
+WORKER_EXIT_S = 10
+
+
+class ToolSandbox(BenchmarkDefaults):
+    name = "toolsandbox"
+
+    def __init__(self, user_model: str | None = None, scenarios: str = "offline", user_temperature="0",
+                 user_max_tokens="1024", **unknown):
+        if unknown:
+            raise AmdError(f"benchmark toolsandbox has no option(s) {', '.join(sorted(unknown))}; "
+                           f"options: {', '.join(OPTIONS)}")
+        if scenarios not in SCENARIO_SETS:
+            raise AmdError(f"benchmark toolsandbox: scenarios={scenarios!r}{did_you_mean(scenarios, SCENARIO_SETS)};"
+                           f" known: {', '.join(SCENARIO_SETS)}")
+        if "rapidapi" in SCENARIO_SETS[scenarios] and not os.environ.get("RAPID_API_KEY"):
+            raise AmdError(f"benchmark toolsandbox: scenarios={scenarios} includes the 38 RapidAPI scenarios, which "
+                           "need RAPID_API_KEY and network access; scenarios=offline runs the other 91")
+        self.scenario_set = scenarios
+        self.user_spec = user_model
+        self.user_params = {"temperature": _optional(user_temperature, float, "user_temperature"),
+                            "max_tokens": _optional(user_max_tokens, int, "user_max_tokens")}
+        self._workers = WorkerPool(_toolsandbox_python())
+        self._lock = threading.Lock()
+        self._answers: dict = {}  # the workers' answers to hello and list, asked once
+        self._user: UserSimulator | None = None
+
+    def task_ids(self) -> list[str]:
+        if not self.user_spec:
+            raise AmdError("benchmark toolsandbox needs a user simulator: --benchmark-option user_model=SPEC "
+                           "(the paper's: openai:gpt-5-mini; offline: local:qwen2.5-coder-0.5b or a vllm: server)")
+        listing = self._ask("list")["scenarios"]
+        return [name for part in SCENARIO_SETS[self.scenario_set] for name in listing[part]]
+
+    def task_group(self, task_id: str) -> str:
+        return scenario_group(task_id)
+
+    def data_version(self) -> dict:
+        return {**self._ask("hello")["version"], "scenarios": self.scenario_set}
+
+    def function_info(self, name: str) -> FunctionInfo:
+        tool = self._ask("hello")["tools"].get(name, {})
+        return FunctionInfo(tool.get("app"), tool.get("doc"))
+
+    def start(self, task_id: str) -> "ToolSandboxEpisode":
+        known = self.task_ids()
+        if task_id not in known:
+            raise AmdError(f"unknown ToolSandbox scenario {task_id!r}{did_you_mean(task_id, known)} in the "
+                           f"{self.scenario_set} set")
+        user = self._user_simulator()
+        return ToolSandboxEpisode(task_id, self._workers.take(), user, self._workers.give_back)
+
+    def close(self) -> None:
+        self._workers.close()
+        if self._user is not None:
+            self._user.model.close()
+
+    def _ask(self, op: str) -> dict:
+        with self._lock:
+            if op not in self._answers:
+                worker = self._workers.take()
+                self._answers[op] = worker.request({"op": op})
+                self._workers.give_back(worker)
+            return self._answers[op]
+
+    def _user_simulator(self) -> "UserSimulator":
+        from amd.llm import open_model
+
+        with self._lock:
+            if self._user is None:
+                model = open_model(self.user_spec, self.user_params)
+                model.ensure_reachable()
+                self._user = UserSimulator(model)
+            return self._user
+
+
+def scenario_group(name: str) -> str:
+    """The scenario name without its variant markers (VARIANT_MARKERS), e.g. remove_contact_by_phone for
+    remove_contact_by_phone_no_remove_contact_insufficient_information_alt."""
+    stripped = True
+    while stripped:
+        stripped = False
+        for marker in VARIANT_MARKERS:
+            if name.endswith(marker) and len(name) > len(marker):
+                name, stripped = name[: -len(marker)], True
+    return name
+
+
+class ToolSandboxEpisode:
+    def __init__(self, task_id: str, worker: "Worker", user: "UserSimulator", release):
+        self.task_id = task_id
+        self._worker, self._user, self._release = worker, user, release
+        self._ended: str | None = None  # how the conversation ended, once it has
+        self._calls_sent = 0
+        self.decoded_calls: list[list[list[str]]] = []  # per turn, per step, the calls ToolSandbox executed
+        first = self._request({"op": "start", "scenario": task_id})
+        self.tools = first["tools"]
+        self.system_message = "\n\n".join(first["system"])  # ToolSandbox's system message to the agent
+        self._opening = _user_text(first) if self._ended is None else None
+        self.instruction = self._opening or ""
+        self._schema = ToolSchema(self.tools)
+
+    def next_user_message(self, last_agent_reply: str | None) -> str | None:
+        if self._opening is not None:
+            text, self._opening = self._opening, None
+        elif self._ended is not None:
+            return None
+        else:
+            text = _user_text(self._request({"op": "reply", "text": last_agent_reply or ""}))
+            if self._ended is not None:
+                return None
+        self.decoded_calls.append([])
+        return text
+
+    def execute(self, proposals: list[Proposal]) -> StepOutcome:
+        outcome = StepOutcome()
+        checked = [self._checked(proposal) for proposal in proposals]
+        calls = [call for call in checked if isinstance(call, dict)]
+        results = self._run(calls) if calls and self._ended is None else {}
+        for proposal, call in zip(proposals, checked):
+            if isinstance(call, CallRejected):
+                _refuse(outcome, proposal.source, str(call), _called_name(proposal))
+            elif (result := results.get(call["id"])) is None or result["refused"]:
+                reason = result["error"] if result else f"not run: the conversation is over ({self._ended})"
+                _refuse(outcome, proposal.source, reason, call["name"])
+            else:
+                outcome.calls.append(ExecutedCall(call["name"], call["arguments"],
+                                                  canonical_call(call["name"], call["arguments"])))
+                outcome.observations.append(json.dumps({"error": result["content"]}) if result["error"]
+                                            else result["content"])
+                if result["error"]:
+                    _mark_failed(outcome, call["name"])
+        if outcome.calls:
+            self.decoded_calls[-1].append([call.call for call in outcome.calls])
+        outcome.conversation_over = self._ended is not None
+        return outcome
+
+    def reference_turns(self) -> None:
+        return None  # ToolSandbox judges milestones, not one ground-truth call sequence: no oracle
+
+    def score(self) -> Verdict:
+        verdict = self._request({"op": "score"})["verdict"]
+        self._release(self._worker)
+        success = verdict["exception"] is None and math.isclose(verdict["similarity"], 1.0)
+        return Verdict(success=success, details={**verdict, "user_model": self._user.model.spec},
+                       decoded_calls=self.decoded_calls)
+
+    def _request(self, message: dict) -> dict:
+        answer = self._worker.request(message, self._user.answer)
+        if answer.get("event") == "ended":
+            self._ended = answer["ended_by"]
+        elif answer.get("event") == "failed":
+            self._ended = f"exception: {answer['exception']}"
+        return answer
+
+    def _run(self, calls: list[dict]) -> dict:
+        """Send validated calls to ToolSandbox; their results by call id."""
+        event = self._request({"op": "calls", "calls": calls})
+        return {message["id"]: message for message in event["messages"] if message["role"] == "tool"}
+
+    def _checked(self, proposal: Proposal) -> dict | CallRejected:
+        """The call as {id, name, arguments} once it has passed the tool schema, or why it is refused."""
+        try:
+            name, arguments = self._schema.check(proposal)
+        except CallRejected as error:
+            return error
+        self._calls_sent += 1
+        return {"id": f"call_{self._calls_sent}", "name": name, "arguments": arguments}
+
+
+class ToolSchema:
+    """The scenario's tools as the agent sees them; a proposed call passes only with a known name and arguments
+    that are literal JSON values valid under the tool's parameters schema."""
+
+    def __init__(self, tools: list[dict]):
+        self.docs = {tool["function"]["name"]: tool["function"] for tool in tools}
+        self._validators = {name: Draft202012Validator(_optional_may_be_null(doc.get("parameters", {})))
+                            for name, doc in self.docs.items()}
+
+    def check(self, proposal: Proposal) -> tuple[str, dict]:
+        """(name, arguments) of a call that may run, or CallRejected with the reason shown to the agent."""
+        if proposal.malformed:
+            raise CallRejected(proposal.malformed)
+        if proposal.name is not None or proposal.arguments is not None:
+            name, arguments = validate_arguments(proposal.name, proposal.arguments, self.docs)
+        else:
+            name, arguments = parse_call(proposal.source, self.docs)
+        arguments = _as_json(arguments)
+        error = best_match(self._validators[name].iter_errors(arguments))
+        if error is not None:
+            where = "".join(f"[{part!r}]" for part in error.absolute_path)
+            raise CallRejected(f"{name}: arguments{where}: {error.message}")
+        return name, arguments
+
+
+class UserSimulator:
+    """The model behind ToolSandbox's user role: any model spec, through amd.llm (so every reply is cached). A model
+    without native tool calls gets the tools described in its system prompt and its calls read from its text."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def answer(self, ask: dict) -> dict:
+        tools = ask.get("tools") or None
+        messages = ask["messages"]
+        if tools and not self.model.native_tools:
+            messages = _tools_in_prompt(messages, tools)
+        reply = self.model.chat(messages, tools)
+        if reply.error is not None:  # not ToolSandbox's fault: the task is left out and a rerun retries it
+            raise AmdError(f"user model {self.model.spec}: {reply.error}")
+        offered = {tool["function"]["name"] for tool in tools or []}
+        proposals = parse_reply(reply.text, reply.tool_calls) if tools else []
+        calls = [{"name": p.name, "arguments": json.dumps(p.arguments)}
+                 for p in proposals if p.name in offered and p.arguments is not None]
+        return {"reply": {"text": reply.text, "tool_calls": calls}}
+
+
+class Worker:
+    """One worker process; one request at a time. A failed request ends the process: its state is unknown."""
+
+    def __init__(self, python: Path):
+        env = {**os.environ, "TQDM_DISABLE": "1"}  # no progress bar per scenario in our logs
+        self.process = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True, encoding="utf-8", env=env)
+
+    def request(self, message: dict, answer_ask=None) -> dict:
+        """Send a request; answer the worker's asks (the user model) until its answer comes."""
+        try:
+            answer = self._exchange(message)
+            while "ask" in answer:
+                answer = self._exchange(answer_ask(answer))
+            if "error" in answer:
+                raise AmdError(f"ToolSandbox worker: {answer['error']}")
+            return answer
+        except BaseException:
+            self.kill()
+            raise
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        """Closing its stdin ends the worker; one that does not end in time is killed."""
+        if not self.alive:
+            return
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=WORKER_EXIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+    def kill(self) -> None:
+        if self.alive:
+            self.process.kill()
+        self.process.wait()
+
+    def _exchange(self, message: dict) -> dict:
+        try:
+            self.process.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:
+            line = ""
+        if not line:
+            raise AmdError(f"the ToolSandbox worker exited (code {self.process.wait()}); its errors are above")
+        return json.loads(line)
+
+
+class WorkerPool:
+    """Workers for episodes in flight (one scenario per worker at a time: ToolSandbox keeps its state in a
+    process-wide context); started on demand, reused, all stopped by close()."""
+
+    def __init__(self, python: Path):
+        self._python = python
+        self._idle: list[Worker] = []
+        self._started: list[Worker] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            worker = Worker(self._python)
+            self._started.append(worker)
+            return worker
+
+    def give_back(self, worker: Worker) -> None:
+        with self._lock:
+            if worker.alive:
+                self._idle.append(worker)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._started, self._idle = self._started, [], []
+        for worker in workers:
+            worker.close()
+
+
+def _toolsandbox_python() -> Path:
+    python = Path(os.environ.get(PYTHON_VARIABLE) or DEFAULT_PYTHON)
+    if not python.exists():
+        raise AmdError(f"ToolSandbox's environment is not installed ({python} is missing): run `make toolsandbox` "
+                       f"(from ../shared/vendor/ToolSandbox-165848b.tar.gz or the pinned commit), or set "
+                       f"{PYTHON_VARIABLE} to a Python that has tool_sandbox")
+    return python
+
+
+def _optional(value, kind, option: str):
+    """An option's value as a number; none/null leaves the setting out of the request."""
+    if value is None or str(value).strip().lower() in ("none", "null"):
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise AmdError(f"benchmark toolsandbox: {option}={value!r} is not a {kind.__name__} or none") from None
+
+
+def _optional_may_be_null(schema: dict) -> dict:
+    """The parameters schema with null allowed for parameters that are not required: ToolSandbox's tools take
+    None for them (the schema drops `Optional`), and ToolSandbox itself checks what else they accept."""
+    required = set(schema.get("required", []))
+    properties = {name: prop if name in required or "type" not in prop
+                  else {**prop, "type": [*_types(prop["type"]), "null"]}
+                  for name, prop in schema.get("properties", {}).items()}
+    return {**schema, "properties": properties, "additionalProperties": False}
+
+
+def _types(value) -> list:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _as_json(arguments: dict) -> dict:
+    """Arguments as JSON values (tuples become lists); anything JSON cannot hold is refused."""
+    try:
+        return json.loads(json.dumps(arguments))
+    except (TypeError, ValueError) as error:
+        raise CallRejected(f"argument values must be JSON values ({error})") from None
+
+
+def _user_text(event: dict) -> str:
+    return "\n\n".join(message["content"] for message in event["messages"] if message["role"] == "user")
+
+
+def _tools_in_prompt(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """The tools' docs appended to the last system message (ToolSandbox's: the scenario's own user instruction)."""
+    docs = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
+    note = load_prompt("user_simulator_tools").format(tool_docs=docs)
+    last = max((i for i, message in enumerate(messages) if message["role"] == "system"), default=None)
+    if last is None:
+        return [{"role": "system", "content": note}, *messages]
+    extended = {**messages[last], "content": f"{messages[last]['content']}\n\n{note}"}
+    return [*messages[:last], extended, *messages[last + 1:]]
+
+
+def _refuse(outcome: StepOutcome, text: str, reason: str, name: str | None) -> None:
+    outcome.rejected.append({"text": text, "reason": reason})
+    outcome.observations.append(json.dumps({"error": f"rejected call: {reason}"}))
+    _mark_failed(outcome, name)
+
+
+def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
+    outcome.error = True
+    if name and name not in outcome.failing_functions:
+        outcome.failing_functions.append(name)
+
+
+def _called_name(proposal: Proposal) -> str | None:
+    if isinstance(proposal.name, str):
+        return proposal.name
+    head = (proposal.source or "").strip().split("(", 1)[0].strip()
+    return head if head.isidentifier() else None
