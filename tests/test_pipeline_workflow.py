@@ -109,6 +109,19 @@ def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
     assert rules_builds and not any("--writer-params" in line for line in rules_builds)
 
 
+def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
+    """Table 1's third column and Figure 3: the teacher and 4 students x 2 memory configs x 2 seeds on ToolSandbox,
+    every run with GPT-5-mini as the user simulator (no temperature, a reasoning budget)."""
+    where, env = workdir
+    user = ("--benchmark-option user_max_tokens=16384 --benchmark-option user_model=openai:gpt-5-mini "
+            "--benchmark-option user_temperature=none")
+    for target in ("results/fig3_steps.pdf", "results/tables/table1_main.md"):
+        lines = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile",
+                          "config/paper.yaml").stdout.splitlines()
+        runs = [line for line in lines if "amd run toolsandbox" in line]
+        assert len(runs) == 1 + 4 * 2 * 2 and all(user in line for line in runs), target
+
+
 def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):
     where, env = workdir
     result = snakemake(where, env, "-n", "results/fig4_student_size.pdf", "--configfile", "config/paper.yaml",
