@@ -70,10 +70,10 @@ def two_roles(request: dict):
     return ToolCalls([{"name": name, "arguments": json.dumps(arguments)}])
 
 
-def amd_run(server: ScriptedServer, out: Path, cache: Path, tasks: list[str], *, background=False):
+def amd_run(server: ScriptedServer, out: Path, cache: Path, tasks: list[str], *extra, background=False):
     spec = f"vllm:scripted@{server.url}"
     argv = [sys.executable, "-m", "amd.cli", "run", "toolsandbox", "--agent", spec, "--benchmark-option",
-            f"user_model={spec}", "--tasks", ",".join(tasks), "--out", str(out), "--no-progress"]
+            f"user_model={spec}", "--tasks", ",".join(tasks), "--out", str(out), "--no-progress", *extra]
     env = {**os.environ, "AMD_CACHE_DIR": str(cache)}
     if background:
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -222,16 +222,16 @@ def test_a_killed_run_leaves_no_worker_and_a_rerun_resumes(tmp_path, how):
             time.sleep(1.0)
         return two_roles(request)
 
-    tasks = ["wifi_off", "get_wifi", "cellular_off"]
+    tasks = ["wifi_off", "get_wifi", "cellular_off", "add_contact_with_name_and_phone_number"]
     out = tmp_path / "run.jsonl"
-    with ScriptedServer(slow_agent) as server:
-        process = amd_run(server, out, tmp_path / "cache", tasks, background=True)
+    with ScriptedServer(slow_agent) as server:  # two tasks in flight: two workers
+        process = amd_run(server, out, tmp_path / "cache", tasks, "--concurrency", "2", background=True)
         deadline = time.monotonic() + 300
         while not (out.exists() and out.read_text().count("\n") >= 1):
             assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
             time.sleep(0.2)
         workers = children_of(process.pid)
-        assert workers
+        assert len(workers) == 2
         process.send_signal(how)
         process.wait(timeout=30)
         time.sleep(5)

@@ -140,8 +140,8 @@ class ToolSandboxEpisode:
         self._calls_sent = 0
         self.decoded_calls: list[list[list[str]]] = []  # per turn, per step, the calls ToolSandbox executed
         first = self._request({"op": "start", "scenario": task_id})
-        self.tools = first["tools"]
-        self.system_message = "\n\n".join(first["system"])  # ToolSandbox's system message to the agent
+        self.tools = first.get("tools", [])  # none when the scenario ended before the agent's first turn
+        self.system_message = "\n\n".join(first.get("system", []))  # ToolSandbox's system message to the agent
         self._opening = _user_text(first) if self._ended is None else None
         self.instruction = self._opening or ""
         self._schema = ToolSchema(self.tools)

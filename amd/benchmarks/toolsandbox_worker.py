@@ -83,8 +83,7 @@ def completion(text: str | None, calls: list[dict], id_prefix: str) -> ChatCompl
     tool_calls = [{"id": call.get("id") or f"{id_prefix}_{index}", "type": "function",
                    "function": {"name": call["name"], "arguments": call["arguments"]}}
                   for index, call in enumerate(calls)]
-    message = {"role": "assistant", "content": text if not tool_calls else (text or ""),
-               "tool_calls": tool_calls or None}
+    message = {"role": "assistant", "content": text or "", "tool_calls": tool_calls or None}
     return ChatCompletion.model_validate({
         "id": "amd", "object": "chat.completion", "created": 0, "model": "amd",
         "choices": [{"index": 0, "finish_reason": "tool_calls" if tool_calls else "stop", "message": message}]})
