@@ -234,7 +234,9 @@ def test_a_killed_run_leaves_no_worker_and_a_rerun_resumes(tmp_path, how):
         assert len(workers) == 2
         process.send_signal(how)
         process.wait(timeout=30)
-        time.sleep(5)
+        gone_by = time.monotonic() + 30  # a worker still importing ToolSandbox ends when the import is done
+        while [pid for pid in workers if running(pid)] and time.monotonic() < gone_by:
+            time.sleep(0.2)
         assert not [pid for pid in workers if running(pid)], "a ToolSandbox worker outlived its run"
         done = amd_run(server, out, tmp_path / "cache", tasks)
     assert "already done" in done.stderr and not done.stderr.count(" 0 already done")

@@ -266,8 +266,8 @@ class Worker:
 
     def __init__(self, python: Path):
         env = {**os.environ, "TQDM_DISABLE": "1"}  # no progress bar per scenario in our logs
-        self.process = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True, encoding="utf-8", env=env)
+        self.process = subprocess.Popen([str(python), str(WORKER), str(os.getpid())], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
 
     def request(self, message: dict, answer_ask=None) -> dict:
         """Send a request; answer the worker's asks (the user model) until its answer comes."""

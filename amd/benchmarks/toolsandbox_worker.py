@@ -19,7 +19,8 @@ Events: {"event": "agent_turn", "messages": [...], "tools": [...], "system": [..
 raised), where a message is {"role": "user", "content"} or {"role": "tool", "id", "content", "error", "refused"}.
 While playing, the worker may ask {"ask": "user_model", "messages": [...], "tools": [...] | null} and reads
 {"reply": {"text", "tool_calls": [{"name", "arguments"}]}}. A bad request is answered {"error": ...}.
-The worker exits when its stdin closes or its parent process is gone, whatever it is doing.
+Run as `python toolsandbox_worker.py PARENT_PID`. The worker exits when its stdin closes or its parent process
+is gone, whatever it is doing.
 """
 
 import hashlib
@@ -108,7 +109,7 @@ class RemoteAgent(OpenAIAPIAgent):
             self.answered = False
             try:
                 return super().respond(ending_index=ending_index)
-            except (StopPlay, SystemExit):
+            except StopPlay:
                 raise
             except Exception as error:
                 if not (self.answered and self.last_calls):
@@ -180,8 +181,6 @@ class Worker:
             request = self.channel.receive()
             try:
                 answer = self.handle(request)
-            except (StopPlay, SystemExit):
-                raise
             except Exception as error:  # noqa: BLE001 - a bad request must not end the worker
                 answer = {"error": f"{type(error).__name__}: {error}"}
             self.channel.send(answer)
@@ -244,8 +243,6 @@ class Worker:
         except StopPlay:
             self.outcome = "stopped"
             return {"verdict": self.verdict()}
-        except (SystemExit, KeyboardInterrupt):
-            raise
         except Exception as error:  # noqa: BLE001 - ToolSandbox could not go on: a scored failure, as its CLI does
             self.outcome, self.exception = "exception", "".join(traceback.format_exception_only(error)).strip()
             event = {"event": "failed", "exception": self.exception}
@@ -258,14 +255,8 @@ class Worker:
         """ToolSandbox's evaluation of the scenario played last (its CLI's fields); an exception scores 0, as there."""
         if self.scenario is None:
             raise ValueError("no scenario was started")
-        result = None
-        if self.exception is None:
-            try:
-                result = self.scenario.evaluation.evaluate(execution_context=get_current_context(),
-                                                           max_turn_count=self.scenario.max_messages)
-            except Exception as error:  # noqa: BLE001
-                self.outcome, self.exception = "exception", "".join(traceback.format_exception_only(error)).strip()
         scenario, self.scenario = self.scenario, None
+        result = self.evaluate(scenario) if self.exception is None else None
         if result is None:
             return {"similarity": 0.0, "milestone_similarity": 0.0, "minefield_similarity": 0.0,
                     "turn_count": scenario.max_messages, "milestone_mapping": {}, "minefield_mapping": {},
@@ -276,15 +267,23 @@ class Worker:
                 "minefield_mapping": {str(k): list(v) for k, v in result.minefield_mapping.items()},
                 "ended_by": self.outcome, "exception": None}
 
+    def evaluate(self, scenario):
+        try:
+            return scenario.evaluation.evaluate(execution_context=get_current_context(),
+                                                max_turn_count=scenario.max_messages)
+        except Exception as error:  # noqa: BLE001 - an evaluation that raises scores 0
+            self.outcome, self.exception = "exception", "".join(traceback.format_exception_only(error)).strip()
+            return None
+
 
 def conversation_active() -> bool:
     sandbox = get_current_context().get_database(DatabaseNamespace.SANDBOX)
     return bool(sandbox["conversation_active"][-1])
 
 
-def exit_with_parent() -> None:
-    """End this process as soon as the process that started it is gone (killed, crashed), whatever it is doing."""
-    parent = os.getppid()
+def exit_with_parent(parent: int) -> None:
+    """End this process as soon as the process that started it (pid `parent`) is gone (killed, crashed), whatever
+    it is doing; also when it died while this one was still importing ToolSandbox."""
 
     def watch():
         while os.getppid() == parent:
@@ -295,7 +294,7 @@ def exit_with_parent() -> None:
 
 
 def main() -> None:
-    exit_with_parent()
+    exit_with_parent(int(sys.argv[1]))
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever ToolSandbox prints goes to stderr, not the protocol
     Worker(Channel(sys.stdin, protocol)).serve()
