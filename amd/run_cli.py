@@ -16,12 +16,17 @@ log = logging.getLogger("amd.run")
 
 
 def run_from_args(args) -> int:
-    from amd.cli import parse_per_type
-
     _check_positive(args)
     from amd.memory.cli import parse_options
 
     benchmark = create_benchmark(args.benchmark, **parse_options(args.benchmark_option, "--benchmark-option"))
+    with contextlib.closing(benchmark):
+        return _run(args, benchmark)
+
+
+def _run(args, benchmark) -> int:
+    from amd.cli import parse_per_type
+
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
     memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
                                   parse_per_type(args.delta, "--delta", float))
