@@ -5,6 +5,10 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.amd-installed
 # torch 2.13.0 CPU build first (sentence-transformers would otherwise pull a multi-GB CUDA build).
 TORCH ?= torch==2.13.0
+# AppWorld lives in its own environment (its pins clash with ours); amd reaches it over its HTTP server.
+APPWORLD_VENV := .venv-appworld
+APPWORLD_STAMP := $(APPWORLD_VENV)/.amd-installed
+APPWORLD_PIN := appworld==0.1.3.post1
 export PATH := $(BIN):$(PATH)
 
 # ToolSandbox (apple/ToolSandbox, Apple's sample-code licence) pins openai 1.17, numpy 1.26, transformers 4.41 and
@@ -18,7 +22,8 @@ TOOLSANDBOX_TARBALL ?= ../shared/vendor/ToolSandbox-165848b.tar.gz
 TOOLSANDBOX_SHA256 := c3146e6958f2d49c202a7196894d683ed20ac965283790178fbb565c9208f8cb
 TOOLSANDBOX_GIT := git+https://github.com/apple/ToolSandbox.git@$(TOOLSANDBOX_COMMIT)
 
-.PHONY: venv run test test-slow test-all model-1.5b lint clean-venv toolsandbox toolsandbox-if-available
+.PHONY: venv appworld-venv appworld-venv-or-skip run test test-slow test-all model-1.5b lint clean-venv toolsandbox \
+	toolsandbox-if-available
 
 venv: $(STAMP)
 
@@ -31,16 +36,31 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# `appworld install` unpacks AppWorld's encrypted apps into the environment and its tests into APPWORLD_CACHE,
+# which stays inside the environment (never the home folder).
+appworld-venv: $(APPWORLD_STAMP)
+
+$(APPWORLD_STAMP): requirements-appworld.txt
+	test -x $(APPWORLD_VENV)/bin/python || $(PYTHON) -m venv $(APPWORLD_VENV)
+	$(APPWORLD_VENV)/bin/pip install --quiet -r requirements-appworld.txt
+	APPWORLD_CACHE=$(CURDIR)/$(APPWORLD_VENV)/appworld-cache $(APPWORLD_VENV)/bin/appworld install > /dev/null
+	touch $(APPWORLD_STAMP)
+
+# The tests need AppWorld's environment; only where PyPI cannot be reached do they run without it (and skip).
+appworld-venv-or-skip: venv
+	$(MAKE) appworld-venv || { $(BIN)/pip download --quiet --no-deps -d "$$(mktemp -d)" $(APPWORLD_PIN) \
+	    >/dev/null 2>&1 && exit 1; echo "PyPI is unreachable: the AppWorld tests will be skipped"; }
+
 run: venv
 	$(BIN)/snakemake --cores 8 all
 
-test: venv toolsandbox-if-available
+test: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest
 
-test-slow: venv toolsandbox-if-available
+test-slow: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest -m slow
 
-test-all: venv toolsandbox-if-available
+test-all: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest -m ""
 
 toolsandbox: $(TS_STAMP)

@@ -56,8 +56,9 @@ class Registry:
 
 BENCHMARKS = Registry("benchmark")
 BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
-BENCHMARKS.add("appworld", unavailable="AppWorld needs its task data under $APPWORLD_ROOT/data "
-               "(appworld download data) and an adapter that is not written yet")
+# meta `setup`: a make target that prepares what the benchmark needs beside amd's environment (the workflow runs it
+# before the benchmark's first job).
+BENCHMARKS.add("appworld", "amd.benchmarks.appworld:AppWorld", setup="appworld-venv")
 BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox")
 BENCHMARKS.add("agentdojo", unavailable="AgentDojo needs an adapter that is not written yet")
 

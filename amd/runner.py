@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
+from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
 from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, write_atomically
 
@@ -59,9 +60,13 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)
-        agent = spec.make_agent(episode)
-        task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, agent.student_chat())
-        record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+        try:
+            agent = spec.make_agent(episode)
+            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction,
+                               agent.student_chat())
+            record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+        finally:
+            close_episode(episode)
         with write_lock:
             append_durably(out_path, record)
         if spec.memory is not None:

@@ -37,7 +37,7 @@ class InjectionRecord(TypedDict):
 class Call(TypedDict):
     name: str
     arguments: dict
-    call: str  # canonical name(kw=literal, ...), as executed and scored
+    call: str  # canonical name(kw=literal, ...), as executed and scored; a code step: the call's source text
 
 
 class Step(TypedDict):
@@ -46,6 +46,7 @@ class Step(TypedDict):
     observations: list[str]
     error: bool
     rejected: NotRequired[list[dict]]
+    code: NotRequired[str]  # code-action benchmarks: the block the environment ran (its output: the observation)
     tokens: NotRequired[dict]
     cached: NotRequired[bool]
     injected_memory: NotRequired[list[InjectionRecord]]

@@ -21,3 +21,4 @@ wildcard_constraints:
     seed=r"[0-9]+",
     table=grid.output_names("table"),
     figure=grid.output_names("figure"),
+    target=grid.setup_targets(),

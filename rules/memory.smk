@@ -22,11 +22,12 @@ rule build_memory:
         writer=grid.writer_args,
         embedder=grid.embedder_args,
         build=grid.build_args,
+        benchmark=grid.benchmark_options,
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
     shell:
         "{params.launch}amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
-        " {params.embedder} --out {output} > {log} 2>&1"
+        " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"
 
 
 use rule build_memory as build_memory_served with:

@@ -2,6 +2,8 @@
 
 
 rule run_student_zero_shot:
+    input:
+        setup=grid.setup_done,
     output:
         layout.ZERO_SHOT_RUN,
     log:
@@ -38,6 +40,7 @@ use rule run_student_zero_shot as run_student_zero_shot_served with:
 rule run_student_memory:
     input:
         bank=grid.bank_path,
+        setup=grid.setup_done,
     output:
         layout.MEMORY_RUN,
     log:

@@ -2,6 +2,8 @@
 
 
 rule run_teacher:
+    input:
+        setup=grid.setup_done,
     output:
         layout.TEACHER_RUN,
     log:

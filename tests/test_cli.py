@@ -46,7 +46,7 @@ def test_limit_takes_the_first_tasks(tmp_path):
 
 @pytest.mark.parametrize("argv, fragments", [
     (["run", "bfcl_v9", "--agent", "oracle", "--out", "x.jsonl"], ["unknown benchmark 'bfcl_v9'", "bfcl"]),
-    (["run", "appworld", "--agent", "oracle", "--out", "x.jsonl"], ["'appworld' is declared", "APPWORLD_ROOT"]),
+    (["run", "appworld", "--agent", "oracle", "--out", "x.jsonl"], ["AppWorld needs its task data", "APPWORLD_ROOT"]),
     (["run", "bfcl", "--agent", "oracle", "--tasks", "multi_turn_base_999", "--out", "x.jsonl"],
      ["unknown task id 'multi_turn_base_999'"]),
     (["run", "bfcl", "--agent", "gpt9000", "--out", "x.jsonl", "--limit", "1"], ["gpt9000"]),

@@ -94,6 +94,8 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     took_fig5 = child_cpu_seconds() - started
     # base k plus k = 2..5 for each of wf, st, fn; two seeds each
     assert k_sweep["run_student_memory_served"] == (1 + 3 * 4) * 2
+    # Figure 5 is AppWorld's: its teacher, bank and runs, after AppWorld's environment is set up once
+    assert k_sweep["setup_benchmark"] == 1 and k_sweep["run_teacher"] == 1 and k_sweep["build_memory"] == 1
     assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
 
 

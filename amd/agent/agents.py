@@ -8,25 +8,29 @@ students. Agents are registered in `amd.registry` (AGENTS).
 import json
 
 from amd.agent.base import AgentReply
-from amd.agent.parsing import parse_reply
-from amd.benchmarks.base import Episode, Proposal, StepOutcome
+from amd.agent.parsing import parse_code_reply, parse_reply
+from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, action_format
 from amd.errors import AmdError
 from amd.prompts import load_prompt
 
 
 class ModelAgent:
-    """Talks to a model through `amd.llm` (OpenAI SDK). Native tool calls where the server fills them (vLLM with a
-    tool parser, OpenAI); otherwise the tool docs go in the system prompt and calls are parsed from the text."""
+    """Talks to a model through `amd.llm` (OpenAI SDK), in the episode's action format. Tool calls: native ones
+    where the server fills them (vLLM with a tool parser, OpenAI), otherwise the tool docs go in the system prompt
+    and calls are parsed from the text. Code: the model writes a Python block per step (prompts/agent_system_code.md
+    with the episode's guide); the environment runs it and the output comes back as the next user message."""
 
     needs_model = True
 
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
-        return cls(model, getattr(episode, "system_message", ""))
+        code_guide = episode.guide if action_format(episode) == CODE else None
+        return cls(model, getattr(episode, "system_message", ""), code_guide)
 
-    def __init__(self, model, benchmark_system: str = ""):
+    def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None):
         self.model = model
         self.benchmark_system = benchmark_system  # the benchmark's own instructions, after ours
+        self.code_guide = code_guide  # None: tool calls
         self.messages: list[dict] = []
         self.tools: list[dict] = []
         self._step = 0
@@ -34,7 +38,10 @@ class ModelAgent:
 
     def begin(self, tools: list[dict], memory_text: str) -> None:
         self.tools = tools
-        if self.model.native_tools:
+        if self.code_guide is not None:
+            self.tools = []  # code actions: the model gets no tools, it writes code
+            system = load_prompt("agent_system_code").format(guide=self.code_guide)
+        elif self.model.native_tools:
             system = load_prompt("agent_system_native")
         else:
             docs = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
@@ -56,7 +63,10 @@ class ModelAgent:
                             completion_tokens=reply.completion_tokens, cached=reply.cached,
                             requests=reply.requests, error=reply.error)
         if reply.error is None:
-            result.proposals = parse_reply(reply.text, reply.tool_calls)
+            if self.code_guide is not None:
+                result.proposals = parse_code_reply(reply.text)
+            else:
+                result.proposals = parse_reply(reply.text, reply.tool_calls)
             self._remember_reply(reply.text, result.proposals, native=bool(reply.tool_calls))
         return result
 
@@ -64,7 +74,10 @@ class ModelAgent:
         observations = list(outcome.observations)
         if hint and observations:
             observations[-1] = f"{observations[-1]}\n\n{hint}"
-        if self._last_native:
+        if self.code_guide is not None:
+            output = "\n\n".join(observations)
+            self.messages.append({"role": "user", "content": load_prompt("observation_code").format(output=output)})
+        elif self._last_native:
             for index, observation in enumerate(observations):
                 self.messages.append({"role": "tool", "tool_call_id": self._call_id(index), "content": observation})
         else:

@@ -1,14 +1,17 @@
 """One episode: the agent loop (multi-turn semantics of the official tool-use harnesses) and the memory hooks.
 
 Per user turn the agent acts until it answers with no call; more than `max_steps_per_turn` steps in one turn, or
-`max_steps` over the task, force-quits the task (scored as failed, as the official harness does). Memory enters at
-three points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`).
+`max_steps` over the task, force-quits the task (scored as failed, as the official harness does). An episode whose
+harness caps only the task (`caps_turns` False) gets `max_steps` for its turns too. The environment may end the
+task after a step (the agent called its completion function). Memory enters at three points: the system prompt at
+start, each user turn, after an error (`amd.agent.hooks`).
 """
 
 import time
 from dataclasses import dataclass
 
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
+from amd.benchmarks.base import caps_turns
 
 
 @dataclass
@@ -62,31 +65,32 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
 def _run_turns(agent, episode, limits, task, memory, turns) -> None:
     total_steps = 0
     last_reply = None
+    per_turn = limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()
         agent.add_user(user, injected.text)
         turn = {"user": user, "steps": [], "injected_memory": injected.records}
         turns.append(turn)
-        for _ in range(limits.max_steps_per_turn):
+        for _ in range(per_turn):
             if total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text, conversation_over = _run_step(agent, episode, task, memory)
+            step, reply_text, finished = _run_step(agent, episode, task, memory)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
+            if finished:
+                return
             if reply_text is not None:
                 last_reply = reply_text
                 break
-            if conversation_over:  # the environment ended it: the episode has no next user turn
-                break
         else:
-            raise _StepLimit(f"more than {limits.max_steps_per_turn} steps in turn {len(turns)}")
+            raise _StepLimit(f"more than {per_turn} steps in turn {len(turns)}")
 
 
 def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
     """One model step. Returns the step record, the reply text when the turn ended (a reply with no call), and
-    whether the environment ended the conversation during the step."""
+    whether the environment ended the episode (task complete, conversation closed)."""
     reply = agent.act()
     step = {
         "model_text": reply.text,
@@ -107,9 +111,11 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
     outcome = episode.execute(reply.proposals)
     step.update(calls=[vars(call) for call in outcome.calls], rejected=outcome.rejected,
                 observations=outcome.observations, error=outcome.error)
+    if outcome.code is not None:
+        step["code"] = outcome.code
     hint = Injection()
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)
         step["injected_memory"] = hint.records
     agent.observe(reply.proposals, outcome, hint.text)
-    return step, None, outcome.conversation_over
+    return step, None, outcome.finished

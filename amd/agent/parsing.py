@@ -7,6 +7,9 @@ Native tool calls win. Otherwise the text is read for, in order:
   environment parses and validates each call's source itself.
 An item counts as a call only when it carries arguments. Small models echo the tool docs
 ({"name", "description", "parameters": {"type", "properties"}}) or report {"name", "result"}: those are not calls.
+
+Code-action replies (`parse_code_reply`) carry Python in ```python fences; the code is handed to the environment,
+which runs it in its own sandbox. It is never run here.
 """
 
 import ast
@@ -16,6 +19,8 @@ import re
 from amd.benchmarks.base import Proposal
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+CODE_LANGUAGES = {"python", "py", "python3", ""}
+NO_CODE = "the reply has no ```python code block; write the code to run in one"
 JSON_START = re.compile(r"[\[{]")
 SCHEMA_TYPES = {"dict", "object"}
 
@@ -127,3 +132,16 @@ def _call_list(source: str) -> list[Proposal] | None:
         return None
     return [Proposal(source=ast.get_source_segment(source, n)) for n in items]
 
+
+
+# --- code actions ---------------------------------------------------------------------------------------------------
+
+def parse_code_reply(text: str) -> list[Proposal]:
+    """One proposal: the reply's Python fenced blocks, joined in order; a reply with none is a malformed proposal
+    (the environment refuses it with an observation the model can read)."""
+    text = text or ""
+    blocks = [m.group(2).strip() for m in FENCE.finditer(text) if m.group(1).lower() in CODE_LANGUAGES]
+    code = "\n\n".join(block for block in blocks if block)
+    if not code:
+        return [Proposal(source=text, malformed=NO_CODE)]
+    return [Proposal(source=code, code=code)]

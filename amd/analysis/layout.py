@@ -19,6 +19,7 @@ MEMORY_RUN = (
     "/{memcfg}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
 )
 TABLE = "results/tables/{table}.{ext}"
+SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
 
 

@@ -8,12 +8,18 @@ what the agent proposes, and scores itself when done. This fits:
 A benchmark also owns what only it knows: its functions' docs and apps, task groups (variants of one scenario,
 which the leakage protocols keep together) and re-scoring of stored trajectories. The agent loop
 (`amd.agent.loop`) depends only on this module; a new benchmark is a module plus a line in `amd.registry`.
+
+An episode says how its agent acts (`action_format`): CALLS (tool calls, the default) or CODE (the agent writes a
+Python code block per step, which the environment runs itself; the episode then gives `guide`, what the code can
+use and how to finish). Optional parts of an episode are read through the functions at the end of this module.
 """
 
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from amd.errors import AmdError
+
+CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
 
 
 @dataclass
@@ -44,7 +50,8 @@ class StepOutcome:
     observations: list[str] = field(default_factory=list)
     error: bool = False
     failing_functions: list[str] = field(default_factory=list)  # names whose execution or validation failed
-    conversation_over: bool = False  # the environment ended the conversation (e.g. its message limit)
+    finished: bool = False  # the environment ended the episode: task complete or conversation closed
+    code: str | None = None  # CODE episodes: the block the environment ran (its output is the one observation)
 
 
 @dataclass
@@ -78,6 +85,9 @@ class Episode(Protocol):
 
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
+
+    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`; `caps_turns` (False where the benchmark's
+    # harness caps only the task's steps, not each turn's); `close()` frees what the episode holds.
 
 
 class Benchmark(Protocol):
@@ -121,3 +131,18 @@ class BenchmarkDefaults:
 
     def close(self) -> None:
         pass
+
+
+def action_format(episode) -> str:
+    return getattr(episode, "action_format", CALLS)
+
+
+def caps_turns(episode) -> bool:
+    """Whether the per-turn step cap applies (BFCL's harness has one; a one-turn code world caps only the task)."""
+    return getattr(episode, "caps_turns", True)
+
+
+def close_episode(episode) -> None:
+    close = getattr(episode, "close", None)
+    if close is not None:
+        close()

@@ -178,7 +178,7 @@ class ToolSandboxEpisode:
                     _mark_failed(outcome, call["name"])
         if outcome.calls:
             self.decoded_calls[-1].append([call.call for call in outcome.calls])
-        outcome.conversation_over = self._ended is not None
+        outcome.finished = self._ended is not None
         return outcome
 
     def reference_turns(self) -> None:

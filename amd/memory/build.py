@@ -18,9 +18,10 @@ ENTRY_FIELDS = ("id", "type", "source_task_id")
 
 
 def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: str, out_dir,
-               writer_params: dict | None = None, options: dict | None = None, concurrency: int = 4) -> dict:
+               writer_params: dict | None = None, options: dict | None = None, concurrency: int = 4,
+               benchmark_options: dict | None = None) -> dict:
     """Distill the records of `trajectory_paths` with memory method `method` into a bank at `out_dir`; returns the
-    manifest."""
+    manifest. `benchmark_options` are the benchmark's own, as for `amd run` (e.g. where its data is)."""
     if concurrency < 1:
         raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
     implementation = MEMORY_METHODS.load(method)()
@@ -31,7 +32,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
 
     def benchmark(name: str):
         if name not in benchmarks:
-            benchmarks[name] = create_benchmark(name)
+            benchmarks[name] = create_benchmark(name, **(benchmark_options or {}))
         return benchmarks[name]
 
     writer_obj = open_writer(writer, writer_params)

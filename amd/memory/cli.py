@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     build.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                        help="a build option of the method, e.g. representation=wf=prose,st=code,fn=code for amd "
                             "(its default rendering, the paper's best when not given; both forms are stored)")
+    build.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an option of the trajectories' benchmark, as given to `amd run` (e.g. where its data is)")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
     build.set_defaults(handler=run_build)
 
@@ -69,7 +71,8 @@ def run_build(args) -> int:
         raise AmdError(f"--writer-params must be a JSON object, got {args.writer_params!r}")
     writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.method, args.writer, args.embedder, args.out, writer_params,
-                          parse_options(args.option), args.writer_concurrency)
+                          parse_options(args.option), args.writer_concurrency,
+                          parse_options(args.benchmark_option, "--benchmark-option"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
     print(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
     return 0

@@ -1,4 +1,8 @@
-"""Walking a trajectory record step by step, and rendering calls with their observations."""
+"""Walking a trajectory record step by step, and rendering calls with their observations.
+
+A code step (the step record has `code`: a block the environment ran) has one observation, the block's output;
+every call found in the block shares it, and the block with its output is what memory shows.
+"""
 
 from dataclasses import dataclass
 
@@ -17,14 +21,21 @@ class Step:
     def calls(self) -> list[dict]:
         return self.data.get("calls", [])
 
+    @property
+    def code(self) -> str | None:
+        return self.data.get("code")
+
     def call_observations(self) -> list[tuple[dict, str]]:
         """Executed calls paired with their observations (rejected calls come after them and are left out)."""
         observations = self.data.get("observations", [])
+        if self.code is not None:
+            return [(call, observations[0] if observations else "") for call in self.calls]
         return [(call, observations[i] if i < len(observations) else "") for i, call in enumerate(self.calls)]
 
     def rejected_observations(self) -> list[tuple[dict, str]]:
-        observations = self.data.get("observations", [])[len(self.calls):]
-        return list(zip(self.data.get("rejected", []), observations))
+        observations = self.data.get("observations", [])
+        executed = (1 if observations else 0) if self.code is not None else len(self.calls)
+        return list(zip(self.data.get("rejected", []), observations[executed:]))
 
 
 def steps_of(record: dict) -> list[Step]:
@@ -50,15 +61,20 @@ def one_line(text: str, limit: int = OBSERVATION_CHARS) -> str:
 
 def is_error_observation(text: str) -> bool:
     head = text.lstrip()[:40].lower()
-    return head.startswith(('{"error"', "error", "{'error'")) or "error during execution" in head
+    return (head.startswith(('{"error"', "error", "{'error'")) or "error during execution" in head
+            or "traceback" in head)
 
 
 def render_steps_code(steps: list[Step]) -> str:
-    """Call lines with `# -> observation` comments; a `# user:` comment where a user turn starts."""
+    """Call lines (or a code step's block) with `# -> observation` comments; a `# user:` comment where a user turn
+    starts."""
     lines = []
     for step in steps:
         if step.first_of_turn:
             lines.append(f"# user: {one_line(step.user, 200)}")
+        if step.code is not None:
+            lines += [step.code, f"# -> {one_line((step.data.get('observations') or [''])[0])}"]
+            continue
         for call, observation in step.call_observations():
             lines.append(call["call"])
             lines.append(f"# -> {one_line(observation)}")
@@ -98,12 +114,13 @@ def _source_of(value, earlier: list[tuple[str, str]]) -> str | None:
     return next((name for name, observation in reversed(earlier) if text in observation), None)
 
 
-def call_example_code(user: str, previous: Step | None, call: dict, observation: str) -> str:
-    """One call as code, with its user turn and the preceding step of the same turn as context."""
-    lines = [f"# user: {one_line(user, 200)}"]
+def call_example_code(step: Step, previous: Step | None, call: dict, observation: str) -> str:
+    """One call as code, with its user turn and the preceding step of the same turn as context; a call of a code
+    step is shown in its block."""
+    lines = [f"# user: {one_line(step.user, 200)}"]
     for before, before_observation in previous.call_observations() if previous else []:
         lines.append(f"# before: {before['call']} -> {one_line(before_observation, 150)}")
-    return "\n".join(lines + [call["call"], f"# -> {one_line(observation)}"])
+    return "\n".join(lines + [step.code or call["call"], f"# -> {one_line(observation)}"])
 
 
 def call_example_prose(benchmark, previous: Step | None, call: dict, observation: str) -> str:

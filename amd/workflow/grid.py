@@ -8,7 +8,7 @@ pieces from only the slice of config it uses, so changing one value reruns exact
 import itertools
 
 from amd.analysis import layout
-from amd.registry import AGENTS, MEMORY_METHODS
+from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
 from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT, memory_config, memory_configs, memory_types, output_names
 from amd.workflow import args
 from amd.workflow.config import ConfigError, validate_config
@@ -169,6 +169,21 @@ class Grid:
         """The tasks of a teacher or student run and the benchmark's own options."""
         entry = self.config["benchmarks"][benchmark]
         return args.benchmark_flags(entry.get(f"{role}_tasks"), entry.get("options", {}))
+
+    @staticmethod
+    def setup_targets() -> str:
+        """The make targets that set benchmarks up (registry meta `setup`), as a wildcard regex."""
+        return "|".join(entry.meta["setup"] for entry in BENCHMARKS.entries() if "setup" in entry.meta) or "(?!)"
+
+    @staticmethod
+    def setup_done(wildcards) -> list[str]:
+        """What a run of the benchmark waits for: its setup, where it has one."""
+        target = BENCHMARKS.entry(wildcards.benchmark).meta.get("setup")
+        return [layout.SETUP_DONE.format(target=target)] if target else []
+
+    def benchmark_options(self, wildcards) -> str:
+        """The benchmark's own options alone (memory builds read its function docs)."""
+        return args.benchmark_flags(None, self.config["benchmarks"][wildcards.benchmark].get("options", {}))
 
     def writer(self, name: str) -> dict:
         """A writer by name: an entry of `writers`, or an agent writing with its own model."""

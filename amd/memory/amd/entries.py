@@ -108,7 +108,7 @@ def function_entries(record: dict, benchmark, steps) -> list[dict]:
             entries.append({
                 "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
                 "name": call["name"], "app": info.app, "call": call["call"], "observation": observation,
-                "code": call_example_code(step.user, previous, call, observation),
+                "code": call_example_code(step, previous, call, observation),
                 "prose": call_example_prose(benchmark, previous, call, observation),
                 "doc": info.doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
     return entries

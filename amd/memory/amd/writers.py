@@ -141,13 +141,15 @@ def model_workflow(chat, instruction: str, benchmark, steps: list[Step]) -> str 
 # ---- subtask segments ----------------------------------------------------------------------------------------
 
 def rules_segments(benchmark, steps: list[Step]) -> list[dict]:
-    """One segment per user turn, adjacent turns merged (smallest pair first) down to at most six."""
+    """A segment starts where a user turn starts and where the called app changes (the breakpoint hints the model
+    writer gets); adjacent segments are merged (smallest pair first) down to at most six."""
+    starts = {0} | {index for index, _ in _breakpoints(benchmark, steps)}
     groups = []
     for step in steps:
-        if groups and groups[-1][-1].turn == step.turn:
-            groups[-1].append(step)
-        else:
+        if step.index in starts or not groups:
             groups.append([step])
+        else:
+            groups[-1].append(step)
     while len(groups) > MAX_SEGMENTS:
         sizes = [len(groups[i]) + len(groups[i + 1]) for i in range(len(groups) - 1)]
         i = sizes.index(min(sizes))
@@ -198,21 +200,29 @@ def render_numbered_steps(steps: list[Step]) -> str:
         if step.first_of_turn:
             lines.append(f"[turn {step.turn}] user: {one_line(step.user, 300)}")
         calls = "; ".join(f"{call['call']} -> {one_line(obs, 150)}" for call, obs in step.call_observations())
+        if step.code is not None:
+            calls = f"{one_line(step.code, 300)} -> {one_line((step.data.get('observations') or [''])[0], 150)}"
         lines.append(f"step {step.index}: {calls or 'reply without a call: ' + one_line(step.data['model_text'], 150)}")
     return "\n".join(lines)
 
 
 def breakpoint_hints(benchmark, steps: list[Step]) -> str:
     """Candidate boundaries: where a user turn starts, and where the called app changes."""
+    lines = [f"step {index}: {why}" for index, why in _breakpoints(benchmark, steps)]
+    return "\n".join(lines) or "(no hints: a single turn with one app)"
+
+
+def _breakpoints(benchmark, steps: list[Step]) -> list[tuple[int, str]]:
+    """(step index, why) for every step where a segment may start (never step 0)."""
     hints, previous_app = [], None
-    for step in steps[1:] if steps else []:
+    for step in steps:
         apps = [qualified_name(benchmark, c["name"]).rpartition(".")[0] for c in step.calls]
-        if step.first_of_turn:
-            hints.append(f"step {step.index}: a new user turn starts")
+        if step.index > 0 and step.first_of_turn:
+            hints.append((step.index, "a new user turn starts"))
         elif apps and previous_app and apps[0] and apps[0] != previous_app:
-            hints.append(f"step {step.index}: the calls switch from {previous_app} to {apps[0]}")
+            hints.append((step.index, f"the calls switch from {previous_app} to {apps[0]}"))
         previous_app = apps[-1] if apps else previous_app
-    return "\n".join(hints) or "(no hints: a single turn with one app)"
+    return hints
 
 
 def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:
