@@ -54,8 +54,8 @@ def select_tasks(all_ids: list[str], tasks: str | None, limit: int | None) -> li
 
 
 def _check_positive(args) -> None:
-    if args.max_retries < 0 or args.request_timeout <= 0 or args.retry_backoff < 0:
-        raise AmdError("--max-retries and --retry-backoff must be >= 0 and --request-timeout > 0")
+    if args.max_retries < 0 or args.request_timeout <= 0:
+        raise AmdError("--max-retries must be >= 0 and --request-timeout > 0")
     for flag in ("limit", "concurrency", "max_steps_per_turn", "max_steps", "max_tokens"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -92,7 +92,7 @@ def _agent_factory(args):
     from amd.llm import open_model
 
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries, "backoff_s": args.retry_backoff}
+    transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()
         info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
