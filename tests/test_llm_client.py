@@ -1,6 +1,7 @@
 """ChatModel against a real HTTP test double: cache, retries (the SDK's, and amd's for malformed bodies), request
 counts, faults, concurrency, secrets."""
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -47,8 +48,12 @@ def test_cache_survives_a_new_model_object_and_another_server_port():
     assert reply.cached and not b.chat_requests()
 
 
+LS_TOOL = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+
+
 @pytest.mark.parametrize("change", [
     {"messages": [{"role": "user", "content": "hello!"}]},
+    {"tools": LS_TOOL},
     {"params": {"temperature": 0.7}},
     {"params": {"seed": 1}},
     {"params": {"max_tokens": 64}},
@@ -60,8 +65,18 @@ def test_cache_key_changes_with_what_determines_the_answer(change):
         with vllm(server) as model:
             model.chat(HELLO)
         with vllm(server, change.get("model", "test-model"), **change.get("params", {})) as model:
-            reply = model.chat(change.get("messages", HELLO))
+            reply = model.chat(change.get("messages", HELLO), change.get("tools"))
     assert not reply.cached and len(server.chat_requests()) == 2
+
+
+def test_a_cache_file_holds_the_key_and_the_reply_not_the_request(cache_root):
+    long_prompt = [{"role": "user", "content": "a long prompt " * 1000}]
+    with ScriptedServer(script("short answer")) as server, vllm(server) as model:
+        model.chat(long_prompt, LS_TOOL)
+    [path] = list(cache_root.rglob("*.json"))
+    stored = json.loads(path.read_text())
+    assert stored["key"] == path.stem and stored["reply"]["text"] == "short answer"
+    assert "a long prompt" not in path.read_text() and path.stat().st_size < 300
 
 
 def test_cache_off_always_asks():

@@ -20,7 +20,7 @@ from amd.paths import cache_dir
 
 log = logging.getLogger("amd.llm")
 
-# What the model sees: part of the cache key. A value of None means "do not send it".
+# What the model sees: part of the request body, hence of the cache key. A value of None means "do not send it".
 SAMPLING_DEFAULTS = {"temperature": 0, "max_tokens": 512, "seed": 0, "top_p": None}
 # How we talk to the server: never part of the cache key.
 TRANSPORT_DEFAULTS = {"max_retries": 6, "timeout_s": 600.0, "cache": True}
@@ -110,16 +110,13 @@ class ChatModel:
             self._on_close = None
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
-        sent_tools = tools if tools and self.native_tools else None
-        sampling = {k: self.params[k] for k in SAMPLING_DEFAULTS if self.params[k] is not None}
-        key_inputs = {"model": self.identity, "messages": messages, "tools": sent_tools, "sampling": sampling,
-                      "extra_body": self._extra_body}
-        key = request_key(key_inputs) if self._cache else None
+        body = self._request_body(messages, tools if tools and self.native_tools else None)
+        key = request_key(self.identity, body) if self._cache else None
         reply = self._cached(key)
         if reply is None:
-            reply = self._request(self._request_body(messages, sent_tools, sampling))
+            reply = self._request(body)
             if self._cache and reply.error is None:
-                self._cache.put(key, key_inputs, _storable(reply))
+                self._cache.put(key, _storable(reply))
         with self._ledger_lock:
             self.ledger.add(reply)
         return reply
@@ -128,12 +125,13 @@ class ChatModel:
         stored = self._cache.get(key) if self._cache else None
         return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
 
-    def _request_body(self, messages, tools, sampling) -> bytes:
+    def _request_body(self, messages, tools) -> bytes:
         """The request's JSON, written as the SDK would write it, with the tool docs (most of a BFCL request)
         encoded once per tool list rather than once per step."""
         body = {"model": self.model, "messages": messages, **(self._extra_body or {})}
-        for name, value in sampling.items():
-            body[self._token_field if name == "max_tokens" else name] = value
+        for name in SAMPLING_DEFAULTS:
+            if self.params[name] is not None:
+                body[self._token_field if name == "max_tokens" else name] = self.params[name]
         encoded = _json_bytes(body)
         if not tools:
             return encoded
