@@ -101,6 +101,8 @@ def _agent_factory(args):
 
 def _report(out_path, summary, ledger) -> None:
     line = f"{summary.finished} tasks run, {summary.skipped} already done"
+    if ledger is not None:
+        line += f", {ledger.cut_replies} model replies cut by the token limit (--max-tokens)"
     if summary.crashed:
         line += f", {len(summary.crashed)} crashed (not written; rerun to retry): {', '.join(summary.crashed)}"
     print(f"amd run: {line} -> {out_path}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """ChatModel against a real HTTP test double: cache, retries (the SDK's, and amd's for malformed bodies), request
-counts, faults, concurrency, secrets."""
+counts, finish reasons, faults, concurrency, secrets."""
 
 import json
 import threading
@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_server import Fault, ScriptedServer, ToolCalls, script
+from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, script
 
 from amd.errors import AmdError
 from amd.llm import open_model
@@ -77,6 +77,14 @@ def test_a_cache_file_holds_the_key_and_the_reply_not_the_request(cache_root):
     stored = json.loads(path.read_text())
     assert stored["key"] == path.stem and stored["reply"]["text"] == "short answer"
     assert "a long prompt" not in path.read_text() and path.stat().st_size < 300
+
+
+def test_finish_reason_is_recorded_and_cached_and_cut_replies_are_counted():
+    with ScriptedServer(script(Cut("half a rep"), "whole")) as server, vllm(server) as model:
+        cut, again, whole = model.chat(HELLO), model.chat(HELLO), model.chat([{"role": "user", "content": "hi"}])
+    assert (cut.text, cut.finish_reason, cut.cached) == ("half a rep", "length", False)
+    assert (again.finish_reason, again.cached) == ("length", True)
+    assert whole.finish_reason == "stop" and model.ledger.cut_replies == 2
 
 
 def test_cache_off_always_asks():

@@ -21,6 +21,7 @@ class AgentReply:
     cached: bool = False
     requests: int = 0
     error: str | None = None
+    finish_reason: str | None = None  # the server's; "length": cut by the token limit; None without a model
 
 
 class ModelAgent:
@@ -56,7 +57,7 @@ class ModelAgent:
         reply = self.model.chat(self.messages, self.tools if self.model.native_tools else None)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens, cached=reply.cached,
-                            requests=reply.requests, error=reply.error)
+                            requests=reply.requests, error=reply.error, finish_reason=reply.finish_reason)
         if reply.error is None:
             result.proposals = parse_reply(reply.text, reply.tool_calls)
             self._remember_reply(reply.text, result.proposals, native=bool(reply.tool_calls))

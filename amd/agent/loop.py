@@ -98,6 +98,7 @@ def _run_step(agent, episode, memory) -> tuple[dict, str | None]:
         "cached": reply.cached,
         "injected_memory": [],
         "model_error": reply.error,
+        "finish_reason": reply.finish_reason,
         "_requests": reply.requests,
     }
     if reply.error is not None:

@@ -191,9 +191,11 @@ def _to_reply(completion) -> ChatReply:
     tool_calls = [{"name": str(function.get("name") or ""), "arguments": function.get("arguments") or ""}
                   for function in functions if isinstance(function, dict)]
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
+    finish_reason = choices[0].get("finish_reason")
     return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                     completion_tokens=int(usage.get("completion_tokens") or 0))
+                     completion_tokens=int(usage.get("completion_tokens") or 0),
+                     finish_reason=finish_reason if isinstance(finish_reason, str) else None)
 
 
 def _json_bytes(value) -> bytes:
