@@ -65,6 +65,11 @@ def echo_last_user(request: dict) -> str:
     return f"echo: {users[-1] if users else ''}"
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # a listen backlog for many clients connecting at once (the concurrency bench: 64)
+
+
 @dataclass
 class ScriptedServer:
     respond: callable = echo_last_user
@@ -78,8 +83,7 @@ class ScriptedServer:
         self._slots = threading.BoundedSemaphore(self.capacity) if self.capacity else None
         self.in_flight = self.max_in_flight = 0
         self.busy_s = 0.0  # time spent inside request handlers (the "model" side), for overhead benches
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
