@@ -4,9 +4,9 @@ path. Measured as the CPU time of the calling thread, so neither the server nor 
 ways, interleaved request by request so that drifts in machine speed hit all of them alike:
 
   amd        ChatModel's way: the request JSON built by amd and POSTed through the SDK's own `post` (`content=`),
-             the reply read as plain JSON;
-  -headers   the same POST without the SDK's nine telemetry headers (X-Stainless-*, dropped with `openai.Omit`),
-             as amd sent it until 2026-11-30;
+             without the SDK's nine telemetry headers (X-Stainless-*, dropped with `openai.Omit`), the reply read
+             as plain JSON;
+  +headers   the same POST with the telemetry headers;
   typed      the SDK's usual `chat.completions.create(...)`: typed transform of messages and tools, pydantic reply.
 
 Then one `chat` call end to end (request building, SDK, reply parsing, cache): cache off, miss, hit.
@@ -33,11 +33,7 @@ from amd.agent.agents import ModelAgent
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks import get_benchmark
 from amd.llm import open_model
-from amd.llm.client import resolve_params, sdk_client
-
-TELEMETRY = ("X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS", "X-Stainless-Arch",
-             "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Async", "X-Stainless-Retry-Count",
-             "X-Stainless-Read-Timeout")
+from amd.llm.client import PER_REQUEST_HEADERS, resolve_params, sdk_client
 
 
 def recorded_requests(task_ids, cache: bool = False) -> list[dict]:
@@ -63,16 +59,16 @@ def cpu_ms(call, *args) -> float:
 def sdk_ways(url: str) -> dict:
     """The three ways of sending one request body, each a function of the body."""
     client = sdk_client(resolve_params({}), api_key="EMPTY", base_url=url)
-    no_telemetry = {name: openai.Omit() for name in TELEMETRY}
+    plain = openai.OpenAI(api_key="EMPTY", base_url=url, max_retries=client.max_retries, timeout=client.timeout)
 
     def encoded(body):
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
     return {
-        "amd": lambda body: client.post("/chat/completions", cast_to=object, content=encoded(body)),
-        "-headers": lambda body: client.post("/chat/completions", cast_to=object, content=encoded(body),
-                                             options={"headers": no_telemetry}),
-        "typed": lambda body: client.chat.completions.create(**body),
+        "amd": lambda body: client.post("/chat/completions", cast_to=object, content=encoded(body),
+                                        options={"headers": PER_REQUEST_HEADERS}),
+        "+headers": lambda body: plain.post("/chat/completions", cast_to=object, content=encoded(body)),
+        "typed": lambda body: plain.chat.completions.create(**body),
     }
 
 
@@ -110,10 +106,10 @@ def main() -> None:
     size = statistics.mean(len(json.dumps(body)) for body in bodies) / 1000
     print(f"CPU per request, median of {len(bodies) * args.rounds} real BFCL requests (mean {size:.1f} KB) "
           "to an instant server in its own process, calling thread only:")
-    base = statistics.median(times["amd"])
     for name, values in times.items():
-        median = statistics.median(values)
-        print(f"  {name:9s} {median:6.3f} ms  ({median - base:+.3f} ms)   p90 {statistics.quantiles(values, n=10)[-1]:.3f}")
+        paired = statistics.median(value - base for value, base in zip(values, times["amd"]))
+        print(f"  {name:9s} {statistics.median(values):6.3f} ms   {paired:+.3f} ms per request beside amd's "
+              f"(median of paired differences)   p90 {statistics.quantiles(values, n=10)[-1]:.3f} ms")
     print(f"one `chat` call, median over {len(bodies)} requests, CPU of the calling thread:")
     print(f"  cache off        {chats['off']:6.3f} ms  (request)")
     print(f"  cache on, miss   {chats['miss']:6.3f} ms  (key + lookup + request + atomic write)")

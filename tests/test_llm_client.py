@@ -265,3 +265,11 @@ def test_openai_without_a_key_is_a_one_line_error(monkeypatch):
 def test_unknown_parameter_is_named():
     with pytest.raises(AmdError, match="temprature"):
         open_model("vllm:m@http://127.0.0.1:1/v1", {"temprature": 0})
+
+
+def test_the_sdks_telemetry_headers_are_not_sent():
+    with ScriptedServer() as server, vllm(server) as model:
+        model.chat(HELLO)
+    headers = server.chat_requests()[0].headers
+    assert headers["authorization"] == "Bearer EMPTY"
+    assert not [name for name in headers if name.startswith("x-stainless")]

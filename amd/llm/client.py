@@ -26,6 +26,13 @@ SAMPLING_DEFAULTS = {"temperature": 0, "max_tokens": 512, "seed": 0, "top_p": No
 TRANSPORT_DEFAULTS = {"max_retries": 6, "timeout_s": 600.0, "cache": True}
 # Settings of the embedded server (local: specs only).
 LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
+# The SDK's telemetry headers, dropped: validating and sending them is 0.06-0.17 ms of a 1-2 ms request, and a step
+# is CPU-bound when many tasks share one server (bench/bench_step_overhead.py, bench/RESULTS.md).
+_OMIT = openai.Omit()
+TELEMETRY_HEADERS = {name: _OMIT for name in ("X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS",
+                                              "X-Stainless-Arch", "X-Stainless-Runtime",
+                                              "X-Stainless-Runtime-Version", "X-Stainless-Async")}
+PER_REQUEST_HEADERS = {"X-Stainless-Retry-Count": _OMIT, "X-Stainless-Read-Timeout": _OMIT}
 
 _sent = threading.local()  # HTTP requests this thread has sent through clients made by sdk_client
 
@@ -40,11 +47,11 @@ def requests_sent() -> int:
 
 
 def sdk_client(params: dict, **settings) -> openai.OpenAI:
-    """An openai SDK client for ChatModel: the run's retries and timeout, and a request hook that counts every
-    HTTP request it sends (retries and redirects included) for the calling thread."""
+    """An openai SDK client for ChatModel: the run's retries and timeout, no telemetry headers, and a request hook
+    that counts every HTTP request it sends (retries and redirects included) for the calling thread."""
     http_client = openai.DefaultHttpxClient(event_hooks={"request": [_count_request]})
     return openai.OpenAI(max_retries=int(params["max_retries"]), timeout=float(params["timeout_s"]),
-                         http_client=http_client, **settings)
+                         default_headers=TELEMETRY_HEADERS, http_client=http_client, **settings)
 
 
 def resolve_params(params: dict | None) -> dict:
@@ -167,7 +174,7 @@ class ChatModel:
         """The SDK's own POST, minus `chat.completions.create`'s recursive typed transform of messages and tools
         and its pydantic reply (bench/bench_step_overhead.py measures what they would cost)."""
         completion = self._client.post("/chat/completions", cast_to=object, content=body,
-                                       options={"max_retries": retries_left})
+                                       options={"max_retries": retries_left, "headers": PER_REQUEST_HEADERS})
         return _to_reply(completion)
 
     def _describe(self, error: openai.APIError) -> str:
