@@ -64,8 +64,9 @@ def _add_run(commands) -> None:
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
-    run.add_argument("--max-retries", type=int, default=6, help="retries per model request (429, 5xx, timeouts)")
-    run.add_argument("--retry-backoff", type=float, default=1.0, help="first backoff in seconds, doubled per retry")
+    run.add_argument("--max-retries", type=int, default=6,
+                     help="retries per model reply (408, 409, 429, 5xx, timeouts, dropped connections, malformed "
+                          "bodies), with the openai SDK's backoff")
     run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
     run.add_argument("--memory-config", default=ZERO_SHOT, help=", ".join(memory_configs()))
     run.add_argument("--protocol", default=SELF_EXCLUDED, help=", ".join(PROTOCOLS) + f" (default {SELF_EXCLUDED})")

@@ -61,8 +61,8 @@ def select_tasks(all_ids: list[str], tasks: str | None, limit: int | None) -> li
 
 
 def _check_positive(args) -> None:
-    if args.max_retries < 0 or args.request_timeout <= 0 or args.retry_backoff < 0:
-        raise AmdError("--max-retries and --retry-backoff must be >= 0 and --request-timeout > 0")
+    if args.max_retries < 0 or args.request_timeout <= 0:
+        raise AmdError("--max-retries must be >= 0 and --request-timeout > 0")
     for flag in ("limit", "concurrency", "max_steps_per_turn", "max_steps", "max_tokens"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -98,7 +98,7 @@ def _agent_factory(args):
 
     agent_class = AGENTS.load("model")
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries, "backoff_s": args.retry_backoff}
+    transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()
         info = {"spec": args.agent, "kind": "model", "model": model.model, "params": params}
@@ -107,6 +107,8 @@ def _agent_factory(args):
 
 def _report(out_path, summary, ledger) -> None:
     line = f"{summary.finished} tasks run, {summary.skipped} already done"
+    if ledger is not None:
+        line += f", {ledger.cut_replies} model replies cut by the token limit (--max-tokens)"
     if summary.crashed:
         line += f", {len(summary.crashed)} crashed (not written; rerun to retry): {', '.join(summary.crashed)}"
     print(f"amd run: {line} -> {out_path}", file=sys.stderr)

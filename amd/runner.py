@@ -19,7 +19,7 @@ from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
-from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, write_atomically
+from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, rewrite_sorted
 
 log = logging.getLogger("amd.run")
 
@@ -117,9 +117,8 @@ def _finished_task_ids(spec: RunSpec, out_path) -> set[str]:
 
 
 def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:
+    """Each record was validated once, when appended or when read on resume; the rewrite only reorders lines."""
     if not Path(out_path).exists():
         return
     order = {task_id: index for index, task_id in enumerate(task_ids)}
-    records = read_trajectories(out_path)
-    records.sort(key=lambda record: order.get(record["task_id"], len(order)))
-    write_atomically(out_path, records)
+    rewrite_sorted(out_path, lambda record: order.get(record["task_id"], len(order)))

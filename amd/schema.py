@@ -73,12 +73,16 @@ def drop_truncated_tail(path) -> None:
             os.fsync(handle.fileno())
 
 
-def write_atomically(path, records: list[dict]) -> None:
-    """Replace `path` with `records` in one rename, so readers never see a half-written file."""
+def rewrite_sorted(path, sort_key) -> None:
+    """Reorder the lines of a run file by `sort_key(record)` and replace it in one rename, so readers never see a
+    half-written file. Every line must have been validated already (written by `append_durably`, or read by
+    `read_trajectories`): lines are moved as they are, not validated or re-encoded."""
     path = Path(path)
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines.sort(key=lambda line: sort_key(json.loads(line)))
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(validate(record), ensure_ascii=False) + "\n" for record in records)
+        handle.writelines(line + "\n" for line in lines)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

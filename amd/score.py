@@ -1,4 +1,5 @@
-"""`amd score`: a readable table of success rate, steps and tokens per run file; optional official re-check."""
+"""`amd score`: a readable table of success rate, steps, tokens, requests and replies cut by the token limit per run
+file; optional official re-check."""
 
 import json
 import sys
@@ -7,7 +8,8 @@ from amd.errors import AmdError
 from amd.schema import read_trajectories
 
 COLUMNS = ["file", "agent", "memory", "tasks", "success_%", "mean_steps", "prompt_tokens", "completion_tokens",
-           "model_requests"]
+           "model_requests", "cut_replies"]
+CUT = "length"  # the finish_reason of a reply the server cut at the token limit
 
 
 def summarize(path) -> dict:
@@ -25,6 +27,8 @@ def summarize(path) -> dict:
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records),
         "model_requests": sum(r.get("model_requests", 0) for r in records),
+        "cut_replies": sum(step.get("finish_reason") == CUT for r in records for turn in r["turns"]
+                           for step in turn["steps"]),
     }
 
 

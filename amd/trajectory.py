@@ -51,6 +51,7 @@ class Step(TypedDict):
     cached: NotRequired[bool]
     injected_memory: NotRequired[list[InjectionRecord]]
     model_error: NotRequired[str | None]
+    finish_reason: NotRequired[str | None]  # the server's; "length": cut by the token limit
 
 
 class Turn(TypedDict):

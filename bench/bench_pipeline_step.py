@@ -1,6 +1,6 @@
-"""Per-step pipeline overhead, excluding the model: real BFCL episodes, real agent loop, real SDK client, against
-an instant scripted server that replays ground truth, in its own process as a real model server would be, with
-the response cache off so every step makes a request. Two figures per step: the CPU time of the agent's thread
+"""Per-step pipeline overhead, excluding the model: real BFCL episodes, real agent loop, the openai SDK on its own
+HTTP transport, against an instant scripted server that replays ground truth, in its own process as a real model
+server would be, with the response cache off so every step makes a request. Two figures per step: the CPU time of the agent's thread
 (prompt building, the SDK request, parsing, safe execution, record keeping: the pipeline's work), and the wall time
 per step, which also holds the server's own handling (JSON in and out), so it is an upper bound. Per-task work
 (fresh backends, the official checker) is timed apart and printed per task.
@@ -68,12 +68,13 @@ def run_round(benchmark, model, task_ids) -> dict:
 
 
 @contextlib.contextmanager
-def server_process(task_ids):
-    """The replay server in a child process; yields its base URL."""
+def server_process(task_ids, latency_s: float = 0.0):
+    """The replay server in a child process, answering after `latency_s`; yields its base URL."""
     code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r})\n"
             "from replay_model import ground_truth_answers, replay_model\n"
             "from scripted_server import ScriptedServer\n"
-            f"server = ScriptedServer(replay_model(ground_truth_answers({task_ids!r}))).__enter__()\n"
+            f"server = ScriptedServer(replay_model(ground_truth_answers({task_ids!r})), latency_s={latency_s!r})\n"
+            "server.__enter__()\n"
             "print(server.url, flush=True)\n"
             "time.sleep(3600)\n")
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -1,9 +1,21 @@
-"""Per-chat overhead of the model layer (SDK, HTTP, cache), with an instant scripted server: no model time.
+"""CPU per model request through the openai SDK, on real BFCL requests (tool docs included), against an instant
+server in its own process; and what it would cost to give up either of amd's two deviations from the SDK's usual
+path. Measured as the CPU time of the calling thread, so neither the server nor machine load is counted. The three
+ways, interleaved request by request so that drifts in machine speed hit all of them alike:
 
-    .venv/bin/python bench/bench_step_overhead.py [--n 300]
+  amd        ChatModel's way: the request JSON built by amd and POSTed through the SDK's own `post` (`content=`),
+             without the SDK's nine telemetry headers (X-Stainless-*, dropped with `openai.Omit`), the reply read
+             as plain JSON;
+  +headers   the same POST with the telemetry headers;
+  typed      the SDK's usual `chat.completions.create(...)`: typed transform of messages and tools, pydantic reply.
+
+Then one `chat` call end to end (request building, SDK, reply parsing, cache): cache off, miss, hit.
+
+    .venv/bin/python bench/bench_step_overhead.py [--tasks 10] [--rounds 5]
 """
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -12,47 +24,96 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import openai
+from bench_pipeline_step import server_process
+from replay_model import ground_truth_answers, replay_model
 from scripted_server import ScriptedServer
 
+from amd.agent.agents import ModelAgent
+from amd.agent.loop import Limits, run_episode
+from amd.benchmarks import get_benchmark
 from amd.llm import open_model
-
-# A BFCL-sized conversation: a ~20 KB system prompt (tool docs) and a few turns.
-SYSTEM = {"role": "system", "content": "tool docs " * 2000}
+from amd.llm.client import PER_REQUEST_HEADERS, resolve_params, sdk_client
 
 
-def messages(i: int) -> list[dict]:
-    return [SYSTEM, {"role": "user", "content": f"turn {i}: list the files"},
-            {"role": "assistant", "content": '{"name": "ls", "arguments": {}}'},
-            {"role": "user", "content": f"Results of your calls: ['a.txt', 'b{i}.txt']"}]
+def recorded_requests(task_ids, cache: bool = False) -> list[dict]:
+    """The request bodies of real BFCL episodes run through the agent loop against a replay server (model
+    `vllm:bench`). Equal tool lists are one object again, as within an episode, where amd encodes them once."""
+    benchmark, tool_lists = get_benchmark("bfcl"), {}
+    with ScriptedServer(replay_model(ground_truth_answers(task_ids))) as server, \
+            open_model(f"vllm:bench@{server.url}", {"cache": cache}) as model:
+        for task_id in task_ids:
+            run_episode(ModelAgent(model), benchmark.start(task_id), Limits())
+        bodies = [received.body for received in server.chat_requests()]
+    for body in bodies:
+        body["tools"] = tool_lists.setdefault(json.dumps(body["tools"]), body["tools"])
+    return bodies
 
 
-def median_ms(model, n: int, offset: int) -> float:
-    times = []
-    for i in range(n):
-        start = time.perf_counter()
-        reply = model.chat(messages(offset + i))
-        times.append(time.perf_counter() - start)
-        assert reply.error is None
-    return statistics.median(times) * 1000
+def cpu_ms(call, *args) -> float:
+    started = time.thread_time()
+    call(*args)
+    return 1000 * (time.thread_time() - started)
+
+
+def sdk_ways(url: str) -> dict:
+    """The three ways of sending one request body, each a function of the body."""
+    client = sdk_client(resolve_params({}), api_key="EMPTY", base_url=url)
+    plain = openai.OpenAI(api_key="EMPTY", base_url=url, max_retries=client.max_retries, timeout=client.timeout)
+
+    def encoded(body):
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    return {
+        "amd": lambda body: client.post("/chat/completions", cast_to=object, content=encoded(body),
+                                        options={"headers": PER_REQUEST_HEADERS}),
+        "+headers": lambda body: plain.post("/chat/completions", cast_to=object, content=encoded(body)),
+        "typed": lambda body: plain.chat.completions.create(**body),
+    }
+
+
+def chat_ms(models: dict, bodies) -> dict:
+    """Median CPU ms of one `chat` per model, the models called in turn on each body."""
+    times = {name: [] for name in models}
+    for body in bodies:
+        for name, model in models.items():
+            times[name].append(cpu_ms(model.chat, body["messages"], body["tools"]))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=300)
-    n = parser.parse_args().n
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5, help="passes over the recorded requests")
+    args = parser.parse_args()
+    task_ids = [f"multi_turn_base_{i}" for i in range(args.tasks)]
     os.environ["AMD_CACHE_DIR"] = tempfile.mkdtemp(prefix="amd-bench-")
-    with ScriptedServer() as server:
-        spec = f"vllm:bench-model@{server.url}"
-        with open_model(spec, {"cache": False}) as model:
-            median_ms(model, 20, 0)  # warm the connection
-            off = median_ms(model, n, 0)
-        with open_model(spec) as model:
-            miss = median_ms(model, n, 10_000)
-            hit = median_ms(model, n, 10_000)
-    print(f"per-chat overhead, median of {n}, instant server, ~20 KB prompt:")
-    print(f"  cache off          {off:7.2f} ms  (request)")
-    print(f"  cache on, miss     {miss:7.2f} ms  (lookup + request + atomic write)")
-    print(f"  cache on, hit      {hit:7.2f} ms  (lookup only, no request)")
+    bodies = recorded_requests(task_ids)
+    times = {}
+    with server_process(task_ids) as url:
+        ways = sdk_ways(url)
+        for body in bodies[:10]:  # warm-up: connections, imports, lazy tables
+            for send in ways.values():
+                send(body)
+        for body in bodies * args.rounds:
+            for name, send in ways.items():
+                times.setdefault(name, []).append(cpu_ms(send, body))
+        spec = f"vllm:bench@{url}"
+        with open_model(spec, {"cache": False}) as off, open_model(spec) as on:
+            chat_ms({"off": off}, bodies[:10])
+            chats = chat_ms({"off": off, "miss": on}, bodies)
+            chats.update(chat_ms({"hit": on}, bodies))
+    size = statistics.mean(len(json.dumps(body)) for body in bodies) / 1000
+    print(f"CPU per request, median of {len(bodies) * args.rounds} real BFCL requests (mean {size:.1f} KB) "
+          "to an instant server in its own process, calling thread only:")
+    for name, values in times.items():
+        paired = statistics.median(value - base for value, base in zip(values, times["amd"]))
+        print(f"  {name:9s} {statistics.median(values):6.3f} ms   {paired:+.3f} ms per request beside amd's "
+              f"(median of paired differences)   p90 {statistics.quantiles(values, n=10)[-1]:.3f} ms")
+    print(f"one `chat` call, median over {len(bodies)} requests, CPU of the calling thread:")
+    print(f"  cache off        {chats['off']:6.3f} ms  (request)")
+    print(f"  cache on, miss   {chats['miss']:6.3f} ms  (key + lookup + request + atomic write)")
+    print(f"  cache on, hit    {chats['hit']:6.3f} ms  (key + lookup, no request)")
 
 
 if __name__ == "__main__":

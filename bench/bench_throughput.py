@@ -1,50 +1,72 @@
-"""Throughput of one ChatModel shared by threads against a server of latency L and capacity C.
+"""Concurrency efficiency of the real `amd run` path: the runner, the agent loop, real BFCL episodes and a ChatModel
+(response cache on, as `amd run` has it) against a replay server of latency L in its own process.
 
-    .venv/bin/python bench/bench_throughput.py [--latency 0.2] [--capacity 8] [--n 160]
+With C tasks in flight and every step waiting L on the server, the ideal is C / L steps per second; efficiency is
+the achieved rate divided by that. Two figures per C: over the steady part of the run (from the start until the
+last task was started, while C tasks were always in flight) and over the whole run (which ends with fewer than C
+tasks left). The client's CPU per step, all its threads together, bounds the rate by 1 / CPU on one core: the GIL
+lets one thread run Python at a time. By Little's law a step is in flight C / rate on average: L at the server, the
+rest in the client, using or waiting for its one core.
 
-Prints achieved requests/s beside the server's ceiling C/L, at several client concurrencies up to C.
+    .venv/bin/python bench/bench_throughput.py [--latency 0.05] [--concurrency 16 64] [--tasks 200]
 """
 
 import argparse
 import os
-import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from scripted_server import ScriptedServer
+from bench_pipeline_step import server_process
 
+from amd.agent.agents import ModelAgent
+from amd.benchmarks import get_benchmark
 from amd.llm import open_model
+from amd.runner import RunSpec, run_tasks
+from amd.schema import read_trajectories
 
 
-def run(latency: float, capacity: int, concurrency: int, n: int) -> tuple[float, int]:
-    with ScriptedServer(latency_s=latency, capacity=capacity) as server, \
-            open_model(f"vllm:bench-model@{server.url}", {"cache": False}) as model:
-        start = time.perf_counter()
-        with ThreadPoolExecutor(concurrency) as pool:
-            replies = list(pool.map(lambda i: model.chat([{"role": "user", "content": f"q{i}"}]), range(n)))
-        elapsed = time.perf_counter() - start
-        assert all(r.error is None for r in replies)
-        return n / elapsed, server.max_in_flight
+def run(url: str, task_ids: list[str], concurrency: int, work: Path) -> dict:
+    """One `amd run` over the tasks; the rates it reached and the client's CPU per step."""
+    os.environ["AMD_CACHE_DIR"] = str(work / "cache")  # a fresh response cache: every step asks the server
+    benchmark, started = get_benchmark("bfcl"), []
+    with open_model(f"vllm:bench@{url}") as model:
+        def make_agent(episode):
+            started.append((time.perf_counter(), model.ledger.requests))
+            return ModelAgent(model)
+
+        spec = RunSpec(benchmark=benchmark, make_agent=make_agent,
+                       agent_info={"spec": model.spec, "kind": "model", "model": model.model, "params": {}})
+        cpu, wall = time.process_time(), time.perf_counter()
+        summary = run_tasks(spec, task_ids, work / "run.jsonl", concurrency=concurrency, progress=False)
+        cpu, ended = time.process_time() - cpu, time.perf_counter()
+        assert summary.finished == len(task_ids) and model.ledger.failures == 0
+    steps = sum(record["n_steps"] for record in read_trajectories(work / "run.jsonl"))
+    last_start, steps_by_then = started[-1]
+    return {"steps": steps, "rate": steps / (ended - wall), "steady_rate": steps_by_then / (last_start - wall),
+            "cpu_ms": 1000 * cpu / steps}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--capacity", type=int, default=8)
-    parser.add_argument("--n", type=int, default=160)
+    parser.add_argument("--latency", type=float, default=0.05, help="server latency L in seconds")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--tasks", type=int, default=200)
     args = parser.parse_args()
-    os.environ["AMD_CACHE_DIR"] = tempfile.mkdtemp(prefix="amd-bench-")
-    ceiling = args.capacity / args.latency
-    print(f"server latency L={args.latency} s, capacity C={args.capacity}: ceiling C/L = {ceiling:.1f} req/s")
-    for concurrency in sorted({1, max(1, args.capacity // 2), args.capacity}):
-        n = args.n if concurrency == args.capacity else max(10, args.n * concurrency // args.capacity)
-        rate, peak = run(args.latency, args.capacity, concurrency, n)
-        print(f"  {concurrency:3d} threads, {n:4d} requests: {rate:7.1f} req/s "
-              f"(ideal {concurrency / args.latency:.1f}, {rate / (concurrency / args.latency):.0%}), "
-              f"peak in flight {peak}")
+    task_ids = [f"multi_turn_base_{i}" for i in range(args.tasks)]
+    print(f"real `amd run` path, {len(task_ids)} BFCL tasks, server latency L = {args.latency * 1000:.0f} ms "
+          "in its own process, response cache on:")
+    with server_process(task_ids, args.latency) as url:
+        for concurrency in args.concurrency:
+            ideal = concurrency / args.latency
+            result = run(url, task_ids, concurrency, Path(tempfile.mkdtemp(prefix="amd-bench-")))
+            in_flight_ms = 1000 * concurrency / result["steady_rate"]
+            print(f"  C = {concurrency:3d}: ideal {ideal:6.0f} steps/s; steady {result['steady_rate']:6.0f} steps/s "
+                  f"= {result['steady_rate'] / ideal:4.0%}; whole run {result['rate']:6.0f} steps/s "
+                  f"= {result['rate'] / ideal:4.0%} ({result['steps']} steps)\n"
+                  f"          client CPU {result['cpu_ms']:.2f} ms/step (one-core ceiling "
+                  f"{1000 / result['cpu_ms']:.0f} steps/s); a step in flight {in_flight_ms:.0f} ms, of which "
+                  f"{in_flight_ms - 1000 * args.latency:.0f} ms in the client")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
     with ScriptedServer(script(Fault(status=429, retry_after="0"), "hello")) as server:
         ...  # point a client at server.url; server.requests holds every request received
 
-`respond(request_json)` returns what to answer: a str (text content), a `ToolCalls` (native tool calls), or a
-`Fault` (an HTTP status with optional Retry-After, a garbage body, a delay, a dropped connection).
+`respond(request_json)` returns what to answer: a str (text content), a `ToolCalls` (native tool calls), a `Cut`
+(text cut at the token limit: finish_reason "length"), or a `Fault` (an HTTP status with optional Retry-After, a
+garbage body, a delay, a dropped connection).
 `latency_s` delays every answer; `capacity` bounds how many requests are served in parallel.
 """
 
@@ -30,6 +31,11 @@ class Fault:
 class ToolCalls:
     calls: list[dict]  # [{"name": str, "arguments": str (raw JSON)}]
     content: str | None = None
+
+
+@dataclass
+class Cut:
+    content: str  # answered with finish_reason "length", as a server does when max_tokens ends the reply
 
 
 @dataclass
@@ -59,6 +65,11 @@ def echo_last_user(request: dict) -> str:
     return f"echo: {users[-1] if users else ''}"
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # a listen backlog for many clients connecting at once (the concurrency bench: 64)
+
+
 @dataclass
 class ScriptedServer:
     respond: callable = echo_last_user
@@ -72,8 +83,7 @@ class ScriptedServer:
         self._slots = threading.BoundedSemaphore(self.capacity) if self.capacity else None
         self.in_flight = self.max_in_flight = 0
         self.busy_s = 0.0  # time spent inside request handlers (the "model" side), for overhead benches
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
@@ -114,7 +124,8 @@ class ScriptedServer:
             self._slots.release()
 
 
-def _completion(model: str, request: dict, content: str | None, tool_calls: list[dict] | None) -> dict:
+def _completion(model: str, request: dict, content: str | None, tool_calls: list[dict] | None,
+                finish_reason: str = "stop") -> dict:
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     message = {"role": "assistant", "content": content}
     if tool_calls:
@@ -122,7 +133,7 @@ def _completion(model: str, request: dict, content: str | None, tool_calls: list
                                  for i, call in enumerate(tool_calls)]
     return {
         "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else finish_reason}],
         "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len((content or "").split()) + 1,
                   "total_tokens": prompt_chars // 4 + len((content or "").split()) + 2},
     }
@@ -172,10 +183,12 @@ def _handler_for(server: ScriptedServer):
                 self._send(200, json.dumps(_completion(server.model, body, reply, None)))
             elif isinstance(reply, ToolCalls):
                 self._send(200, json.dumps(_completion(server.model, body, reply.content, reply.calls)))
+            elif isinstance(reply, Cut):
+                self._send(200, json.dumps(_completion(server.model, body, reply.content, None, "length")))
             elif isinstance(reply, Fault):
                 self._fault(reply)
             else:
-                raise TypeError(f"respond() returned {type(reply).__name__}; expected str, ToolCalls or Fault")
+                raise TypeError(f"respond() returned {type(reply).__name__}; expected str, ToolCalls, Cut or Fault")
 
         def _fault(self, fault: Fault) -> None:
             time.sleep(fault.delay_s)

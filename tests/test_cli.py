@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from scripted_server import Cut, ScriptedServer, script
 
 from amd.cli import main
 
@@ -31,10 +32,24 @@ def test_oracle_run_and_score_on_real_bfcl_tasks(tmp_path, capsys):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in records] == tasks.split(",")
     assert all(r["success"] and r["agent"]["kind"] == "oracle" for r in records)
+    assert {step["finish_reason"] for r in records for turn in r["turns"] for step in turn["steps"]} == {None}
     assert main(["score", str(out), "--recheck", "--json", str(tmp_path / "s.json")]) == 0
     printed = capsys.readouterr().out
     assert "100.0" in printed and "agrees with every stored verdict" in printed
     assert json.loads((tmp_path / "s.json").read_text())[0]["tasks"] == 3
+
+
+def test_replies_cut_by_the_token_limit_are_marked_counted_and_reported(tmp_path):
+    out = tmp_path / "cut.jsonl"
+    with ScriptedServer(script("Done.", Cut("I will now call"), "Done.")) as server:
+        done = subprocess.run([sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", f"vllm:m@{server.url}",
+                               "--tasks", "multi_turn_base_0", "--out", str(out), "--no-progress"],
+                              capture_output=True, text=True, timeout=300, check=True)
+    steps = [step for turn in json.loads(out.read_text())["turns"] for step in turn["steps"]]
+    assert [step["finish_reason"] for step in steps][:3] == ["stop", "length", "stop"]
+    assert "1 model replies cut by the token limit" in done.stderr
+    assert main(["score", str(out), "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())[0]["cut_replies"] == 1
 
 
 def test_limit_takes_the_first_tasks(tmp_path):
@@ -58,7 +73,7 @@ def test_limit_takes_the_first_tasks(tmp_path):
     (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--memory-config", "wf_everything", "--memory", "m"],
      ["wf_everything"]),
     (["run", "bfcl", "--agent", "vllm:m@http://127.0.0.1:9/v1", "--out", "x.jsonl", "--limit", "1",
-      "--max-retries", "1", "--retry-backoff", "0.01"], ["cannot reach http://127.0.0.1:9/v1 after 2 tries"]),
+      "--max-retries", "1"], ["cannot reach http://127.0.0.1:9/v1 after 2 tries"]),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, argv, fragments):
     code, _, stderr = run_amd(*argv, cwd=tmp_path)

@@ -1,19 +1,20 @@
-"""ChatModel against a real HTTP test double: cache, retries, faults, concurrency, secrets."""
+"""ChatModel against a real HTTP test double: cache, retries (the SDK's, and amd's for malformed bodies), request
+counts, finish reasons, faults, concurrency, secrets."""
 
+import json
 import threading
 import time
 from pathlib import Path
 
-import openai
 import pytest
-from scripted_server import Fault, ScriptedServer, ToolCalls, script
+from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, script
 
 from amd.errors import AmdError
 from amd.llm import open_model
-from amd.llm.client import ChatModel, resolve_params
+from amd.llm.client import ChatModel, resolve_params, sdk_client
 from amd.llm.local import free_port
 
-FAST = {"backoff_s": 0.001, "max_retries": 3, "timeout_s": 5}
+FAST = {"max_retries": 3, "timeout_s": 5}
 HELLO = [{"role": "user", "content": "hello"}]
 
 
@@ -42,13 +43,17 @@ def test_second_identical_chat_is_served_from_cache_without_a_request():
 def test_cache_survives_a_new_model_object_and_another_server_port():
     with ScriptedServer() as a, vllm(a) as model:
         model.chat(HELLO)
-    with ScriptedServer() as b, vllm(b, timeout_s=9, max_retries=1, backoff_s=0.5) as model:
+    with ScriptedServer() as b, vllm(b, timeout_s=9, max_retries=1) as model:
         reply = model.chat(HELLO)
     assert reply.cached and not b.chat_requests()
 
 
+LS_TOOL = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+
+
 @pytest.mark.parametrize("change", [
     {"messages": [{"role": "user", "content": "hello!"}]},
+    {"tools": LS_TOOL},
     {"params": {"temperature": 0.7}},
     {"params": {"seed": 1}},
     {"params": {"max_tokens": 64}},
@@ -60,8 +65,26 @@ def test_cache_key_changes_with_what_determines_the_answer(change):
         with vllm(server) as model:
             model.chat(HELLO)
         with vllm(server, change.get("model", "test-model"), **change.get("params", {})) as model:
-            reply = model.chat(change.get("messages", HELLO))
+            reply = model.chat(change.get("messages", HELLO), change.get("tools"))
     assert not reply.cached and len(server.chat_requests()) == 2
+
+
+def test_a_cache_file_holds_the_key_and_the_reply_not_the_request(cache_root):
+    long_prompt = [{"role": "user", "content": "a long prompt " * 1000}]
+    with ScriptedServer(script("short answer")) as server, vllm(server) as model:
+        model.chat(long_prompt, LS_TOOL)
+    [path] = list(cache_root.rglob("*.json"))
+    stored = json.loads(path.read_text())
+    assert stored["key"] == path.stem and stored["reply"]["text"] == "short answer"
+    assert "a long prompt" not in path.read_text() and path.stat().st_size < 300
+
+
+def test_finish_reason_is_recorded_and_cached_and_cut_replies_are_counted():
+    with ScriptedServer(script(Cut("half a rep"), "whole")) as server, vllm(server) as model:
+        cut, again, whole = model.chat(HELLO), model.chat(HELLO), model.chat([{"role": "user", "content": "hi"}])
+    assert (cut.text, cut.finish_reason, cut.cached) == ("half a rep", "length", False)
+    assert (again.finish_reason, again.cached) == ("length", True)
+    assert whole.finish_reason == "stop" and model.ledger.cut_replies == 2
 
 
 def test_cache_off_always_asks():
@@ -93,6 +116,13 @@ def test_faults_are_retried_until_a_good_reply(fault):
         reply = model.chat(HELLO)
     assert (reply.text, reply.error, reply.requests) == ("done", None, 3)
     assert len(server.chat_requests()) == 3
+
+
+def test_http_faults_and_malformed_bodies_share_one_retry_budget():
+    with ScriptedServer(script(Fault(status=500), Fault(body="garbage"), "done")) as server, \
+            vllm(server, max_retries=1) as model:
+        reply = model.chat(HELLO)
+    assert reply.error.startswith("malformed response") and reply.requests == 2 == len(server.chat_requests())
 
 
 def test_timeout_is_retried():
@@ -179,18 +209,10 @@ def test_each_request_carries_its_own_tool_list_and_messages():
     assert all(r.headers["content-type"] == "application/json" for r in server.chat_requests())
 
 
-def test_only_the_needed_headers_are_sent():
-    with ScriptedServer() as server, vllm(server) as model:
-        model.chat(HELLO)
-    headers = server.chat_requests()[0].headers
-    assert headers["authorization"] == "Bearer EMPTY"
-    assert not [name for name in headers if name.startswith("x-stainless")]
-
-
 def test_a_model_without_native_tools_does_not_send_them():
     tools = [{"type": "function", "function": {"name": "ls", "parameters": {}}}]
     with ScriptedServer() as server:
-        client = openai.OpenAI(api_key="x", base_url=server.url, max_retries=0)
+        client = sdk_client(resolve_params(FAST), api_key="x", base_url=server.url)
         with ChatModel(spec="local:test", model="m", identity="local:test", client=client,
                        params=resolve_params(FAST), native_tools=False) as model:
             model.chat(HELLO, tools)
@@ -243,3 +265,11 @@ def test_openai_without_a_key_is_a_one_line_error(monkeypatch):
 def test_unknown_parameter_is_named():
     with pytest.raises(AmdError, match="temprature"):
         open_model("vllm:m@http://127.0.0.1:1/v1", {"temprature": 0})
+
+
+def test_the_sdks_telemetry_headers_are_not_sent():
+    with ScriptedServer() as server, vllm(server) as model:
+        model.chat(HELLO)
+    headers = server.chat_requests()[0].headers
+    assert headers["authorization"] == "Bearer EMPTY"
+    assert not [name for name in headers if name.startswith("x-stainless")]

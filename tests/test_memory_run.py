@@ -60,7 +60,7 @@ def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_
     with ScriptedServer(student_model(ground_truth_answers(TASKS))) as server:
         amd("run", "bfcl", "--agent", f"vllm:student@{server.url}", "--tasks", ",".join(TASKS), "--out", str(out),
             "--memory", str(bank), "--memory-config", "wf_st_fn", "--protocol", protocol,
-            "--delta", "wf=0,st=0", "--retry-backoff", "0.01", "--max-retries", "1", "--no-progress", env=env)
+            "--delta", "wf=0,st=0", "--max-retries", "1", "--no-progress", env=env)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in records] == TASKS
     own_entries = 0

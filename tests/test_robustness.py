@@ -35,7 +35,7 @@ def flaky(respond, rate: float, seed: int):
 
 def amd_run(url: str, out: Path, cache: Path, *extra, background=False, env_extra=None):
     argv = [sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", f"vllm:scripted@{url}",
-            "--tasks", ",".join(TASKS), "--out", str(out), "--request-timeout", "1", "--retry-backoff", "0.05",
+            "--tasks", ",".join(TASKS), "--out", str(out), "--request-timeout", "1",
             "--max-retries", "8", *extra]
     env = {**os.environ, "AMD_CACHE_DIR": str(cache), **(env_extra or {})}
     if background:

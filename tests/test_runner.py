@@ -194,3 +194,19 @@ def test_a_corrupt_line_in_the_middle_is_an_error_with_its_line_number(tmp_path)
     out.write_text(json.dumps(record) + "\n")
     with pytest.raises(AmdError, match=r":1: invalid trajectory.*success"):
         read_trajectories(out)
+
+
+def test_each_record_is_validated_once(tmp_path, monkeypatch):
+    """Once when appended, or once when read on resume; never again for the final rewrite in task order."""
+    import amd.schema
+
+    validated = []
+    check = amd.schema.validate
+    monkeypatch.setattr(amd.schema, "validate", lambda record, where="record": validated.append(1) or check(record))
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:2], out, progress=False)
+    assert len(validated) == 2
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids(), out, progress=False)
+    assert len(validated) == 2 + 2 + 4  # two read on resume, four appended
+    assert [r["task_id"] for r in read_trajectories(out)] == benchmark.task_ids()

@@ -305,8 +305,9 @@ def test_a_missing_environment_names_the_make_target(monkeypatch, tmp_path, caps
 
 def test_a_user_model_without_native_tools_reads_its_tool_call_from_text():
     with ScriptedServer(lambda request: 'Thanks! {"name": "end_conversation", "arguments": {}}') as server:
+        params = resolve_params({"cache": False})
         model = ChatModel(spec="local:test", model="scripted", identity="scripted-text-only",
-                          client=sdk_client(api_key="x", base_url=server.url), params=resolve_params({"cache": False}),
+                          client=sdk_client(params, api_key="x", base_url=server.url), params=params,
                           native_tools=False)
         tool = {"type": "function", "function": {"name": "end_conversation", "description": "End it.",
                                                  "parameters": {"type": "object", "properties": {}}}}

@@ -61,7 +61,7 @@ class ModelAgent:
         reply = self.model.chat(self.messages, self.tools if self.model.native_tools else None)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens, cached=reply.cached,
-                            requests=reply.requests, error=reply.error)
+                            requests=reply.requests, error=reply.error, finish_reason=reply.finish_reason)
         if reply.error is None:
             if self.code_guide is not None:
                 result.proposals = parse_code_reply(reply.text)

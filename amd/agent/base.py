@@ -16,6 +16,7 @@ class AgentReply:
     cached: bool = False
     requests: int = 0
     error: str | None = None
+    finish_reason: str | None = None  # the server's; "length": cut by the token limit; None without a model
 
 
 class Agent(Protocol):

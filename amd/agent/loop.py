@@ -102,6 +102,7 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
         "cached": reply.cached,
         "injected_memory": [],
         "model_error": reply.error,
+        "finish_reason": reply.finish_reason,
         "_requests": reply.requests,
     }
     if reply.error is not None:

@@ -21,12 +21,12 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
     if parsed.kind == "openai":
         if not os.environ.get("OPENAI_API_KEY"):
             raise AmdError(f"{spec} needs OPENAI_API_KEY")
-        client = sdk_client()
+        client = sdk_client(params)
         # max_completion_tokens: newer OpenAI models refuse max_tokens.
         return ChatModel(**common, identity=_openai_identity(spec, client.base_url), client=client,
                          native_tools=True, token_field="max_completion_tokens")
     if parsed.kind == "vllm":
-        client = sdk_client(api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
+        client = sdk_client(params, api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
         return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
                          extra_body=QWEN3_NO_THINKING if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
@@ -48,7 +48,7 @@ def _open_local(name: str, common: dict) -> ChatModel:
     params = common["params"]
     server = LocalServer(gguf_path(weights), alias=name, n_ctx=int(params.get("n_ctx") or DEFAULT_N_CTX),
                          threads=params.get("threads"))
-    client = sdk_client(api_key="local", base_url=server.base_url)
+    client = sdk_client(params, api_key="local", base_url=server.base_url)
     # These models never fill tool_calls here: the prompt carries the tool docs, the text parser reads calls.
     return ChatModel(**common, identity=f"local:{name}@sha256:{weights.sha256}", client=client,
                      native_tools=False, on_close=server.stop)

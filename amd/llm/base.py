@@ -13,6 +13,7 @@ class ChatReply:
     cached: bool = False  # served from the on-disk response cache, no request made
     requests: int = 0  # HTTP requests sent for this reply, retries included
     error: str | None = None  # set when no usable reply could be had after retries
+    finish_reason: str | None = None  # the server's: "stop", "tool_calls", "length" (cut by the token limit), ...
 
 
 @dataclass
@@ -24,6 +25,7 @@ class TokenLedger:
     requests: int = 0
     cache_hits: int = 0
     failures: int = 0
+    cut_replies: int = 0  # replies the server cut at the token limit (finish_reason "length")
 
     def add(self, reply: ChatReply) -> None:
         self.prompt_tokens += reply.prompt_tokens
@@ -31,3 +33,4 @@ class TokenLedger:
         self.requests += reply.requests
         self.cache_hits += int(reply.cached)
         self.failures += int(reply.error is not None)
+        self.cut_replies += int(reply.finish_reason == "length")

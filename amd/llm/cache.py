@@ -1,9 +1,11 @@
-"""The persistent response cache: one JSON file per request key, written atomically.
+"""The persistent response cache: one small JSON file per request key, holding the key and the reply, written
+atomically.
 
-The key is the sha256 of canonical JSON of everything that determines the answer (model identity, messages,
-tools sent, sampling parameters) and nothing about transport (URL, port, timeouts, retries, API key). Files are
-written to a temporary name and renamed, so concurrent threads and processes never see a partial file; two
-writers of one key write the same reply, and the last rename wins.
+The key is the sha256 of the model identity and of the exact request body sent (model name, messages, tools,
+sampling parameters, extra body): everything that determines the answer, and nothing about transport (URL, port,
+timeouts, retries, API key), which travels outside the body. The body is encoded anyway to be sent, so the key
+costs one pass of sha256 over it. Files are written to a temporary name and renamed, so concurrent threads and
+processes never see a partial file; two writers of one key write the same reply, and the last rename wins.
 """
 
 import hashlib
@@ -13,12 +15,10 @@ import tempfile
 from pathlib import Path
 
 
-def canonical_json(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def request_key(key_inputs: dict) -> str:
-    return hashlib.sha256(canonical_json(key_inputs).encode()).hexdigest()
+def request_key(identity: str, body: bytes) -> str:
+    digest = hashlib.sha256(json.dumps(identity).encode())  # a JSON string ends unambiguously before the body
+    digest.update(body)
+    return digest.hexdigest()
 
 
 class ResponseCache:
@@ -29,19 +29,20 @@ class ResponseCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
-        """The stored reply fields, or None when absent or unreadable."""
+        """The stored reply fields, or None when absent, unreadable or stored under another key."""
         try:
-            return json.loads(self._path(key).read_text())["reply"]
+            stored = json.loads(self._path(key).read_bytes())
+            return stored["reply"] if stored["key"] == key else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, key: str, key_inputs: dict, reply: dict) -> None:
+    def put(self, key: str, reply: dict) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(canonical_json({"key_inputs": key_inputs, "reply": reply}))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:  # json.dumps: json.dump would encode in pure Python
+                f.write(json.dumps({"key": key, "reply": reply}, ensure_ascii=False, separators=(",", ":")))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
