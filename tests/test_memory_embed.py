@@ -78,8 +78,9 @@ def test_local_model_encodes_all_missing_texts_at_once_with_its_own_progress_bar
     embedder = embed.LocalMiniLM()
     embedder._model, embedder.cacheable = Model(), False
     embedder.embed([f"text {i}" for i in range(150)], progress=True)
-    assert [len(texts) for texts, _ in calls] == [150]
-    assert calls[0][1]["show_progress_bar"] is True and calls[0][1]["batch_size"] == embedder.batch_size
+    embedder.embed(["short", "list"], progress=True)
+    assert [len(texts) for texts, _ in calls] == [150, 2]
+    assert [options["show_progress_bar"] for _, options in calls] == [True, False]
 
 
 def _write_from_process(index):

