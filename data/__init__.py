@@ -1,0 +1,1 @@
+"""Reference data, shipped as package data of amd.reference_data (see pyproject.toml)."""
