@@ -23,7 +23,6 @@ from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 
 
-
 class Embedder:
     spec: str
     dim: int
