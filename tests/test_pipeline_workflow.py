@@ -97,6 +97,22 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
 
 
+def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_student(workdir):
+    where, env = workdir
+    result = snakemake(where, env, "-n", "-p", "results/tables/table1_main.md", "--cores", "1",
+                       "--configfile", "config/paper.yaml")
+    paper = yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"]["main"]
+    jobs = planned_jobs(result)
+    assert jobs["build_memory"] == len(paper["benchmarks"]) * 4  # amd and the three baselines
+    runs = set(re.findall(r"results/(\w+)/student-(\w+)/gpt5mini-gpt5mini-te3small-amd/(\w+)/self_excluded/k_(\w+)/"
+                          r"seed\d/trajectories.jsonl", result.stdout))
+    for benchmark, student in itertools.product(paper["benchmarks"], paper["students"]):
+        for memcfg, k in (("reasoningbank", "rb3"), ("memp", "memp3"), ("sasm", "sasm1"), ("wf_st_fn", "wf1_st1_fn1")):
+            assert (benchmark, student, memcfg, k) in runs, (benchmark, student, memcfg)
+    builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
+    assert {re.search(r"--method (\w+)", line).group(1) for line in builds} == {"amd", "reasoningbank", "memp", "sasm"}
+
+
 def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
     where, env = workdir
     result = snakemake(where, env, "-n", "-p", "results/fig4_student_size.pdf", "--cores", "1",
