@@ -198,6 +198,7 @@ def test_memp_repairs_keyword_and_script_answers(caplog):
     assert keywords == [f"k{n}" for n in range(10)] and audit["answers_repaired"] == 1
     with caplog.at_level(logging.WARNING, logger="amd.memory"):
         assert memp.model_keywords(chat_answering("stock, price"), "task", "t") is None
+        assert memp.model_keywords(chat_answering('{"keywords": ["<keyword>", "<keyword>"]}'), "task", "t") is None
     assert any("task's own words" in r.getMessage() for r in caplog.records)
     record = all_records()[1]
     long_script = "\n".join(f"Step {n}: do thing {n}" for n in range(1, 21))
@@ -208,7 +209,8 @@ def test_memp_repairs_keyword_and_script_answers(caplog):
 
 def test_sasm_repairs_segments_and_marks_bullets(caplog):
     steps = sasm.steps_of(all_records()[0])  # seven steps
-    answer = json.dumps([{"stage": "Execute", "description": "", "start_step": 3, "end_step": 99},
+    answer = json.dumps([{"stage": "Execute", "description": "<sub-goal and key tools>", "start_step": 3,
+                          "end_step": 99},  # the answer form's slot, copied: filled by rule
                          {"stage": "plan", "description": "x", "start_step": 0, "end_step": 1},
                          {"stage": "query", "description": "Look first", "start_step": 0, "end_step": 2},
                          {"stage": "verify", "start_step": "two"}])
@@ -320,10 +322,14 @@ def test_memp_without_usable_student_keywords_uses_the_task_words(banks, caplog)
     assert any("task's own words" in r.getMessage() for r in caplog.records)
 
 
-def test_sasm_plan_fallback_queries_every_stage_with_the_instruction(banks, caplog):
+COPIED_PLAN_FORM = json.dumps([{"stage": "<stage name>", "description": "<what this subtask must do>"}])
+
+
+@pytest.mark.parametrize("answer", ["I will buy.", COPIED_PLAN_FORM])  # prose, or the answer form copied unfilled
+def test_sasm_plan_fallback_queries_every_stage_with_the_instruction(banks, caplog, answer):
     hooks = open_memory(banks / "sasm", "sasm", protocol="shared")
     with caplog.at_level(logging.WARNING, logger="amd.memory"):
-        injected = hooks.task_start(TaskContext("new", "new", "Buy shares.", student_answering("I will buy.")))
+        injected = hooks.task_start(TaskContext("new", "new", "Buy shares.", student_answering(answer)))
     assert [r["query"] for r in injected.records] == ["explore: Buy shares.", "authenticate: Buy shares.",
                                                       "query: Buy shares.", "execute: Buy shares."]  # no verify entry
     assert any("stage plan unusable" in r.getMessage() for r in caplog.records)

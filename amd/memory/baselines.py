@@ -10,6 +10,7 @@ their model-free `rules` writers. Each method keeps its own prompts, entries, re
 
 import json
 import logging
+import re
 from collections import Counter
 
 from amd.errors import AmdError
@@ -22,6 +23,7 @@ log = logging.getLogger("amd.memory")
 SUCCESS, FAILURE = "success", "failure"
 TRAJECTORY_CHARS = 8000  # the release cuts the run shown to MemP's writer at 8,000 characters; we do so for all
 AUDIT_KEYS = ("answers_repaired", "writer_fallbacks")
+_SLOT = re.compile(r"^\s*<[^<>]*>\s*$")
 
 
 def one_per_task(records: list[dict]) -> list[dict]:
@@ -69,6 +71,11 @@ def ask_model(chat, prompt: str, task_id: str, **fields) -> str | None:
                     reply.error or "empty")
         return None
     return text
+
+
+def is_slot(text: str) -> bool:
+    """A value copied from a prompt's answer form (`<keyword>`) instead of filled in: small models echo it."""
+    return bool(_SLOT.match(text))
 
 
 def typed_call(benchmark, call: dict) -> str:

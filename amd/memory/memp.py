@@ -34,6 +34,7 @@ from amd.memory.baselines import (
     error_message,
     executed,
     first_error,
+    is_slot,
     one_per_task,
     outcome,
     reject_options,
@@ -104,7 +105,7 @@ def model_keywords(chat, task: str, task_id: str, audit: Counter | None = None) 
                       max_keywords=MAX_KEYWORDS)
     items, trimmed = json_array_in(text or "")
     keywords = list(dict.fromkeys(" ".join(item.split()) for item in items or [] if isinstance(item, str)
-                                  and item.strip()))
+                                  and item.strip() and not is_slot(item)))
     if not keywords:
         if text is not None:
             log.warning("%s: keyword answer has no JSON list of strings (%r); using the task's own words",

@@ -37,6 +37,7 @@ from amd.memory.baselines import (
     baseline_manifest,
     error_message,
     executed,
+    is_slot,
     numbered_steps,
     one_per_task,
     outcome,
@@ -151,7 +152,8 @@ def _segment(item, n_steps: int, task_id: str) -> dict | None:
     if stage not in STAGES or first > last:
         log.warning("%s: dropped a segment with stage %r and steps %s-%s", task_id, stage, first, last)
         return None
-    return {"stage": stage, "description": " ".join(str(item.get("description", "")).split()),
+    description = " ".join(str(item.get("description", "")).split())
+    return {"stage": stage, "description": "" if is_slot(description) else description,
             "start_step": first, "end_step": last}
 
 
@@ -305,7 +307,7 @@ def student_plan(task: TaskContext) -> list[tuple[str, str]]:
         for item in items or []:
             stage = str(item.get("stage", "")).strip().lower() if isinstance(item, dict) else ""
             description = " ".join(str(item.get("description", "")).split()) if isinstance(item, dict) else ""
-            if stage in STAGES and description and stage not in dict(plan):
+            if stage in STAGES and description and not is_slot(description) and stage not in dict(plan):
                 plan.append((stage, description))
         if not plan:
             log.warning("%s: stage plan unusable (%s); querying every stage with the instruction", task.task_id,
