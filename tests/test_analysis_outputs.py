@@ -51,15 +51,17 @@ def student_run(root, student, spec, memcfg, seed, outcomes, k="wf1_st1_fn1", **
 
 @pytest.fixture
 def grid(tmp_path):
-    """Qwen3-4B (a paper model) and a local 0.5B model, zero-shot and AMD, two seeds, plus the teacher."""
+    """Qwen3-4B (a paper model) zero-shot, with AMD (two seeds each) and with two baseline methods (one seed), a
+    local 0.5B model zero-shot, plus the teacher."""
+    spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
     runs = [write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
                       [(True, 3), (True, 5), (False, 9), (True, 4)], "openai:gpt-5-mini")]
     for seed, zero, amd in [(0, [(False, 8), (False, 8), (True, 4), (False, 8)], [(True, 4)] * 3 + [(False, 6)]),
                             (1, [(False, 8), (True, 6), (False, 8), (False, 8)], [(True, 4)] * 2 + [(False, 6)] * 2)]:
-        runs.append(student_run(tmp_path, "qwen3_4b", "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1", "zero_shot",
-                                seed, zero))
-        runs.append(student_run(tmp_path, "qwen3_4b", "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1", "wf_st_fn",
-                                seed, amd))
+        runs.append(student_run(tmp_path, "qwen3_4b", spec, "zero_shot", seed, zero))
+        runs.append(student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", seed, amd))
+    runs.append(student_run(tmp_path, "qwen3_4b", spec, "sasm", 0, [(True, 4)] + [(False, 6)] * 3, k="sasm1"))
+    runs.append(student_run(tmp_path, "qwen3_4b", spec, "memp", 0, [(True, 4)] * 2 + [(False, 6)] * 2, k="memp3"))
     runs.append(student_run(tmp_path, "qwen05", "local:qwen2.5-coder-0.5b", "zero_shot", 0, [(False, 2)] * 4))
     return runs
 
@@ -83,15 +85,30 @@ def test_reference_matches_paper_models_only():
     assert reference.value("table3_teacher", "appworld", "Qwen/Qwen3-8B", "wf_st_fn", "gpt-5.5") == 58.93
 
 
-def test_table1_averages_seeds_and_shows_paper_numbers_where_the_model_matches(grid):
-    table = tables.table1_main(load_runs(grid)).set_index("agent")
-    qwen = table.loc["qwen3_4b"]
-    assert qwen["zero_shot"] == pytest.approx((25.0 + 25.0) / 2)
-    assert qwen["amd"] == pytest.approx((75.0 + 50.0) / 2)
-    assert qwen["delta"] == pytest.approx(37.5)
-    assert (qwen["paper_zero_shot"], qwen["paper_amd"]) == (15.50, 38.50)
-    assert pd.isna(table.loc["qwen05"]["paper_zero_shot"])
-    assert table.loc["gpt5mini"]["zero_shot"] == 75.0 and table.loc["gpt5mini"]["paper_zero_shot"] == 36.50
+def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_model_matches(grid):
+    table = tables.table1_main(load_runs(grid))
+    qwen = table[table["agent"] == "qwen3_4b"].set_index("memory")
+    assert list(qwen.index) == ["zero_shot", "memp", "sasm", "wf_st_fn"]  # zero-shot, baselines, AMD
+    assert qwen.loc["zero_shot", "success"] == pytest.approx((25.0 + 25.0) / 2)
+    assert qwen.loc["wf_st_fn", "success"] == pytest.approx((75.0 + 50.0) / 2)
+    assert qwen.loc["wf_st_fn", "delta"] == pytest.approx(37.5) and qwen.loc["memp", "delta"] == pytest.approx(25.0)
+    assert qwen.loc["sasm", "delta"] == pytest.approx(0.0) and pd.isna(qwen.loc["zero_shot", "delta"])
+    assert list(qwen["paper"]) == [15.50, 28.25, 15.25, 38.50]
+    assert pd.isna(table[table["agent"] == "qwen05"]["paper"].iloc[0])
+    teacher = table.iloc[0]
+    assert (teacher["agent"], teacher["memory"], teacher["success"], teacher["paper"]) == \
+        ("gpt5mini", "teacher", 75.0, 36.50)
+
+
+def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path):
+    table = tables.table1_main(load_runs(grid))
+    tables.write_table("table1_main", table, tmp_path / "t.csv", tmp_path / "t.md")
+    notes = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("Note: ")]
+    assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
+    assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
+    assert "successes and failures" in notes[2] and len(notes) == 3
+    amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
+    assert amd_only.attrs["notes"] == []
 
 
 def test_table5_reports_mean_and_std_over_seeds(grid):

@@ -99,6 +99,22 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
 
 
+def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_student(workdir):
+    where, env = workdir
+    result = snakemake(where, env, "-n", "-p", "results/tables/table1_main.md", "--cores", "1",
+                       "--configfile", "config/paper.yaml")
+    paper = yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"]["main"]
+    jobs = planned_jobs(result)
+    assert jobs["build_memory"] == len(paper["benchmarks"]) * 4  # amd and the three baselines
+    runs = set(re.findall(r"results/(\w+)/student-(\w+)/gpt5mini-gpt5mini-te3small-amd/(\w+)/self_excluded/k_(\w+)/"
+                          r"seed\d/trajectories.jsonl", result.stdout))
+    for benchmark, student in itertools.product(paper["benchmarks"], paper["students"]):
+        for memcfg, k in (("reasoningbank", "rb3"), ("memp", "memp3"), ("sasm", "sasm1"), ("wf_st_fn", "wf1_st1_fn1")):
+            assert (benchmark, student, memcfg, k) in runs, (benchmark, student, memcfg)
+    builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
+    assert {re.search(r"--method (\w+)", line).group(1) for line in builds} == {"amd", "reasoningbank", "memp", "sasm"}
+
+
 def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
     where, env = workdir
     result = snakemake(where, env, "-n", "-p", "results/fig4_student_size.pdf", "--cores", "1",
@@ -112,7 +128,8 @@ def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
 
 
 def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
-    """Table 1's third column and Figure 3: the teacher and 4 students x 2 memory configs x 2 seeds on ToolSandbox,
+    """Table 1's third column and Figure 3: the teacher and 4 students x 5 memory settings (zero-shot, the three
+    baselines, AMD) x 2 seeds on ToolSandbox,
     every run with GPT-5-mini as the user simulator (no temperature, a reasoning budget)."""
     where, env = workdir
     user = ("--benchmark-option user_max_tokens=16384 --benchmark-option user_model=openai:gpt-5-mini "
@@ -121,7 +138,7 @@ def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
         lines = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile",
                           "config/paper.yaml").stdout.splitlines()
         runs = [line for line in lines if "amd run toolsandbox" in line]
-        assert len(runs) == 1 + 4 * 2 * 2 and all(user in line for line in runs), target
+        assert len(runs) == 1 + 4 * 5 * 2 and all(user in line for line in runs), target
 
 
 def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):

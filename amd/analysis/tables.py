@@ -11,13 +11,17 @@ import pandas as pd
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
-from amd.vocabulary import AMD_FULL, memory_configs
+from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs
 
 AMD_CONFIG = AMD_FULL
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
+BASELINE_NOTE = ("Baselines are built from the same teacher trajectories as AMD, successes and failures alike; "
+                 "paper numbers come from the authors' runs, whose retrieval never excludes the task's own memory "
+                 "(protocol shared); ours use each run's protocol.")
 
 CAPTIONS = {
-    "table1_main": "Table 1: success rate (%) zero-shot and with AMD memory (WF+ST+FN); delta = AMD - zero-shot.",
+    "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
+    "memory method and with AMD memory (wf_st_fn); delta = the row - the student's zero-shot.",
     "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
     "student_memory = the student's own trajectories as the memory source.",
     "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory "
@@ -69,33 +73,68 @@ def _order(table: pd.DataFrame, column: str, order: list) -> pd.DataFrame:
     return table.sort_values(column, key=lambda s: s.map(lambda v: rank.get(v, len(rank))), kind="stable")
 
 
+def table1_memories() -> list[str]:
+    """The student rows of Table 1: zero-shot, every config of the other memory methods (the paper's baselines),
+    then AMD's full config."""
+    amd_method = memory_config(AMD_CONFIG).method
+    others = [name for name, config in memory_configs().items() if config.method not in (None, amd_method)]
+    return [ZERO_SHOT, *others, AMD_CONFIG]
+
+
 def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
+    """A row per benchmark and agent and memory: the teacher, then each student zero-shot, with each baseline
+    method and with AMD; delta = the row's success - the student's zero-shot success."""
     reference, teacher_models = load_reference(), _teacher_models(runs)
     students = _students(runs)
-    cells = aggregate(students[students["memory"].isin(["zero_shot", AMD_CONFIG])],
-                      ["benchmark", "student", "memory"])
-    rows = []
-    for (benchmark, student), group in cells.groupby(["benchmark", "student"], sort=False):
-        by_memory = group.set_index("memory")
-        model = group["model"].iloc[0]
-        teacher = students[(students["student"] == student) & (students["role"] == "memory")]["teacher"]
-        teacher_model = teacher_models.get(teacher.iloc[0]) if len(teacher) else None
-        zero = by_memory["success"].get("zero_shot")
-        amd = by_memory["success"].get(AMD_CONFIG)
+    cells = aggregate(students[students["memory"].isin(table1_memories())],
+                      ["benchmark", "student", "memory", "teacher"])
+    cells = _order(_order(cells, "memory", table1_memories()), "student", list(dict.fromkeys(cells["student"])))
+    zero_shot = {(row.benchmark, row.student): row.success for row in cells.itertuples() if row.memory == ZERO_SHOT}
+    rows = [_teacher_row(teacher, reference) for _, teacher in runs[runs["role"] == "teacher"].iterrows()]
+    for row in cells.itertuples():
+        zero = zero_shot.get((row.benchmark, row.student))
         rows.append({
-            "benchmark": benchmark, "agent": student, "role": "student", "zero_shot": zero, "amd": amd,
-            "delta": amd - zero if zero is not None and amd is not None else None,
-            "tasks": group["tasks"].max(), "runs": group["runs"].max(),
-            "paper_zero_shot": reference.value("table1_main", benchmark, model, "zero_shot"),
-            "paper_amd": reference.value("table1_main", benchmark, model, AMD_CONFIG, teacher_model),
+            "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
+            "success": row.success, "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
+            "runs": row.runs, "tasks": row.tasks,
+            "paper": reference.value("table1_main", row.benchmark, row.model, row.memory,
+                                     None if row.memory == ZERO_SHOT else teacher_models.get(row.teacher)),
         })
-    for _, teacher in runs[runs["role"] == "teacher"].iterrows():
-        rows.append({
-            "benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher",
-            "zero_shot": teacher["success_rate"], "tasks": teacher["n_tasks"], "runs": 1,
-            "paper_zero_shot": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher"),
-        })
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table = _order(table, "benchmark", list(dict.fromkeys(table["benchmark"]))).reset_index(drop=True)
+    table.attrs["notes"] = reconstruction_notes(table)
+    return table
+
+
+def _teacher_row(teacher: pd.Series, reference) -> dict:
+    return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
+            "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            "paper": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher")}
+
+
+def reconstruction_notes(table: pd.DataFrame) -> list[str]:
+    """Which baseline rows are reconstructions, from the methods' registry entries (`reconstructed`, and
+    `released_for`: the benchmarks whose code of the method the AMD authors released)."""
+    from amd.registry import MEMORY_METHODS
+
+    notes = []
+    for memory in dict.fromkeys(table["memory"]):
+        if memory in ("teacher", ZERO_SHOT, AMD_CONFIG):
+            continue
+        method = memory_config(memory).method
+        meta = MEMORY_METHODS.entry(method).meta
+        if "reconstructed" not in meta:
+            continue
+        benchmarks = dict.fromkeys(table.loc[table["memory"] == memory, "benchmark"])
+        elsewhere = [name for name in benchmarks if name not in meta.get("released_for", ())]
+        note = f"{memory}: {meta['reconstructed']}"
+        if elsewhere:
+            note += (f"; on {', '.join(elsewhere)} a reconstruction (the AMD authors' release holds no {method} code "
+                     "for it)")
+        notes.append(note + ".")
+    if notes:
+        notes.append(BASELINE_NOTE)
+    return notes
 
 
 def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
@@ -188,6 +227,7 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     lines = [f"**{caption(name)}**", "", shown.to_markdown(index=False, floatfmt=".2f", missingval="—"), ""]
     if any(column.startswith("paper") for column in table.columns):
         lines.append(f"`paper*` columns: {CITATION} A dash marks a cell the paper does not report.")
+    lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
