@@ -81,8 +81,11 @@ def test_reference_matches_paper_models_only():
     assert reference.paper_model("Qwen/Qwen3-4B") == "Qwen3-4B"
     assert reference.paper_model("Qwen/Qwen3-14B") == "Qwen3-14B"
     assert reference.paper_model("qwen2.5-coder-0.5b") is None
-    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "wf_st_fn") == 38.50
-    assert reference.value("table3_teacher", "appworld", "Qwen/Qwen3-8B", "wf_st_fn", "gpt-5.5") == 58.93
+    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "wf_st_fn", protocol="shared") == 38.50
+    assert reference.value("table3_teacher", "appworld", "Qwen/Qwen3-8B", "wf_st_fn", "gpt-5.5", "shared") == 58.93
+    # the paper's memory numbers were measured under `shared`: no other protocol gets them
+    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "wf_st_fn", protocol="self_excluded") is None
+    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "zero_shot") == 15.50
 
 
 def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_model_matches(grid):
@@ -93,7 +96,9 @@ def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_mod
     assert qwen.loc["wf_st_fn", "success"] == pytest.approx((75.0 + 50.0) / 2)
     assert qwen.loc["wf_st_fn", "delta"] == pytest.approx(37.5) and qwen.loc["memp", "delta"] == pytest.approx(25.0)
     assert qwen.loc["sasm", "delta"] == pytest.approx(0.0) and pd.isna(qwen.loc["zero_shot", "delta"])
-    assert list(qwen["paper"]) == [15.50, 28.25, 15.25, 38.50]
+    assert qwen.loc["zero_shot", "paper"] == 15.50  # the grid's memory runs are self_excluded: no paper number
+    assert qwen.loc[["memp", "sasm", "wf_st_fn"], "paper"].isna().all()
+    assert list(qwen["protocol"].fillna("-")) == ["-", "self_excluded", "self_excluded", "self_excluded"]
     assert pd.isna(table[table["agent"] == "qwen05"]["paper"].iloc[0])
     teacher = table.iloc[0]
     assert (teacher["agent"], teacher["memory"], teacher["success"], teacher["paper"]) == \
@@ -106,7 +111,7 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     notes = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("Note: ")]
     assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
-    assert "successes and failures" in notes[2] and len(notes) == 3
+    assert "successes and failures" in notes[2] and notes[3].startswith("Note: protocol:") and len(notes) == 4
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
     assert amd_only.attrs["notes"] == []
 
@@ -185,3 +190,20 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
                              "oracle", kind="oracle")
     with pytest.raises(AmdError, match="no student runs"):
         tables.table2_ablation(load_runs([teacher_only]))
+
+
+def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_protocol(grid, tmp_path):
+    spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
+    shared = [student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 4)] * 4, protocol="shared"),
+              student_run(tmp_path, "qwen3_4b", spec, "memp", 0, [(True, 4)] * 4, k="memp3", protocol="shared")]
+    runs = load_runs(grid + shared)
+    for name in ("table1_main", "table2_ablation", "table5_repeats"):
+        table = tables.build_table(name, runs)
+        with_paper = table[table.get("paper", pd.Series(dtype=float)).notna()] if "paper" in table else table[:0]
+        assert set(with_paper["protocol"].dropna()) <= {"shared"}, name
+    table1 = tables.table1_main(runs).set_index(["memory", "protocol"])
+    assert table1.loc[("wf_st_fn", "shared"), "paper"] == 38.50 and table1.loc[("memp", "shared"), "paper"] == 28.25
+    assert pd.isna(table1.loc[("wf_st_fn", "self_excluded"), "paper"])
+    fig = figures.fig3_steps(runs)
+    labels = {text.get_text() for ax in fig.axes for text in ax.get_legend().get_texts()}
+    assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels

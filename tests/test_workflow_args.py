@@ -136,3 +136,11 @@ def test_repeats_in_the_paper_grid_sample_with_a_recorded_seed_each():
     assert all(command.temperature > 0 for command in commands)
     teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini')}")
     assert teacher.temperature is None and teacher.max_tokens >= 16384
+
+
+def test_the_paper_grid_runs_tables_1_and_2_also_under_the_paper_protocol_by_name():
+    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    for name in ("table1_main", "table2_ablation"):
+        runs = grid.output_runs(name)
+        assert any("/shared/" in run for run in runs) and any("/self_excluded/" in run for run in runs), name
+    assert all(cell["protocol"] == "self_excluded" for cell in grid.cells("main"))

@@ -17,16 +17,25 @@ MARKERS = ("o", "s", "^", "D", "v", "P")
 STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.6}
 
 
-def _footer(fig, note: str, with_paper: bool) -> None:
-    lines = ([CITATION + " Hollow black markers: paper."] if with_paper else []) + ([note] if note else [])
+def _footer(fig, note: str, with_paper: bool, protocols) -> None:
+    named = sorted(p for p in set(protocols) if isinstance(p, str))
+    lines = ([f"Memory runs under protocol {', '.join(named)}."] if named else [])
+    lines += ([CITATION + " Hollow black markers: paper (protocol shared only)."] if with_paper else [])
+    lines += [note] if note else []
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=6, va="bottom", wrap=True)
+
+
+def _series_label(memory: str, protocol, protocols) -> str:
+    """A memory config, with its protocol when the figure shows more than one."""
+    several = len({p for p in protocols if isinstance(p, str)}) > 1
+    return f"{memory} ({protocol})" if several and isinstance(protocol, str) else memory
 
 
 def fig3_steps(runs, note=""):
     """Mean interaction steps per task: zero-shot, AMD and the teacher, one panel per benchmark."""
     students = _students(runs)
-    cells = aggregate(students, ["benchmark", "student", "memory"])
+    cells = aggregate(students, ["benchmark", "student", "memory", "protocol"])
     teachers = runs[runs["role"] == "teacher"]
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
     reference = load_reference()
@@ -35,19 +44,21 @@ def fig3_steps(runs, note=""):
     for ax, benchmark in zip(axes[0], benchmarks):
         here = cells[cells["benchmark"] == benchmark]
         names = list(dict.fromkeys(here["student"]))
-        memories = sorted(set(here["memory"]), key=lambda m: MEMORY_ORDER.index(m) if m in MEMORY_ORDER else 99)
-        width = 0.8 / len(memories)
-        for j, memory in enumerate(memories):
+        series = sorted(dict.fromkeys(zip(here["memory"], here["protocol"])),
+                        key=lambda s: MEMORY_ORDER.index(s[0]) if s[0] in MEMORY_ORDER else 99)
+        width = 0.8 / len(series)
+        for j, (memory, protocol) in enumerate(series):
             labelled = False
             for i, name in enumerate(names):
-                cell = here[(here["student"] == name) & (here["memory"] == memory)]
+                cell = here[(here["student"] == name) & (here["memory"] == memory) & _same(here["protocol"], protocol)]
                 if cell.empty:
                     continue
-                x = i + (j - (len(memories) - 1) / 2) * width
+                x = i + (j - (len(series) - 1) / 2) * width
                 ax.bar(x, cell["mean_steps"].iloc[0], width, color="white", edgecolor="black",
-                       hatch=HATCHES.get(memory, "++"), label=None if labelled else memory)
+                       hatch=HATCHES.get(memory, "++"),
+                       label=None if labelled else _series_label(memory, protocol, cells["protocol"]))
                 labelled = True
-                paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory)
+                paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory, protocol=protocol)
                 if paper is not None:
                     ax.plot(x, paper, marker="D", color="black", markerfacecolor="none", linestyle="none")
                     drew_paper = True
@@ -60,8 +71,13 @@ def fig3_steps(runs, note=""):
         ax.set_title(benchmark)
         ax.set_ylabel("mean steps per task")
         ax.legend(frameon=False, fontsize=6, loc="upper left", ncol=2)
-    _footer(fig, note, drew_paper)
+    _footer(fig, note, drew_paper, cells["protocol"])
     return fig
+
+
+def _same(column, protocol):
+    """Rows whose protocol is `protocol` (None: no memory, no protocol)."""
+    return column.isna() if not isinstance(protocol, str) else column == protocol
 
 
 def _size_in_billions(model: str) -> float:
@@ -71,7 +87,7 @@ def _size_in_billions(model: str) -> float:
 
 def fig4_student_size(runs, note=""):
     """Success rate against student size: zero-shot and AMD lines, paper's AMD points."""
-    cells = aggregate(_students(runs), ["benchmark", "student", "memory"])
+    cells = aggregate(_students(runs), ["benchmark", "student", "memory", "protocol"])
     cells["size"] = cells["model"].map(_size_in_billions)
     reference = load_reference()
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -80,12 +96,16 @@ def fig4_student_size(runs, note=""):
     for ax, benchmark in zip(axes[0], benchmarks):
         here = cells[cells["benchmark"] == benchmark].sort_values("size")
         order = list(dict.fromkeys(here["student"]))
-        for memory, (marker, style) in {"zero_shot": ("o", "--"), AMD_CONFIG: ("s", "-")}.items():
-            line = here[here["memory"] == memory]
+        styles = {"zero_shot": ("o", "--"), AMD_CONFIG: ("s", "-")}
+        for memory, protocol in dict.fromkeys(zip(here["memory"], here["protocol"])):
+            if memory not in styles:
+                continue
+            line = here[(here["memory"] == memory) & _same(here["protocol"], protocol)]
+            marker, style = styles[memory]
             ax.plot([order.index(s) for s in line["student"]], line["success"], marker=marker, linestyle=style,
-                    color="black", label=memory)
+                    color="black", label=_series_label(memory, protocol, cells["protocol"]))
         for row in here[here["memory"] == AMD_CONFIG].itertuples():
-            paper = reference.value("fig4_student_size", benchmark, row.model, AMD_CONFIG)
+            paper = reference.value("fig4_student_size", benchmark, row.model, AMD_CONFIG, protocol=row.protocol)
             if paper is not None:
                 ax.plot(order.index(row.student), paper, marker="D", markerfacecolor="none", color="black",
                         linestyle="none", label=None if drew_paper else "paper (AMD)")
@@ -94,7 +114,7 @@ def fig4_student_size(runs, note=""):
         ax.set_title(benchmark)
         ax.set_ylabel("success rate (%)")
         ax.legend(frameon=False, fontsize=6)
-    _footer(fig, note, drew_paper)
+    _footer(fig, note, drew_paper, cells["protocol"])
     return fig
 
 
@@ -109,9 +129,11 @@ def fig5_k_sweep(runs, note=""):
     reference = load_reference()
     fig, ax = plt.subplots(figsize=(3.6, 3.0))
     drew_paper = False
-    for memory_type, marker in zip(types, itertools.cycle(MARKERS)):
+    protocols = list(dict.fromkeys(students["protocol"]))
+    series = itertools.product(protocols, zip(types, itertools.cycle(MARKERS)))
+    for (protocol, (memory_type, marker)), style in zip(series, itertools.cycle(["-", "--", ":"])):
         points = {}
-        for _, run in students.iterrows():
+        for _, run in students[students["protocol"] == protocol].iterrows():
             k = run["k"]
             if memory_type in k and all(k[t] == base[t] for t in k if t != memory_type):
                 points.setdefault(k[memory_type], []).append(run["success_rate"])
@@ -119,10 +141,10 @@ def fig5_k_sweep(runs, note=""):
             continue
         xs = sorted(points)
         ax.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker=marker, color="black",
-                linestyle="-", label=memory_type)
+                linestyle=style, label=_series_label(memory_type, protocol, protocols))
         for x in xs:
             paper = reference.value("fig5_k_sweep", students["benchmark"].iloc[0], students["model"].iloc[0],
-                                    f"{memory_type}={x}")
+                                    f"{memory_type}={x}", protocol=protocol)
             if paper is not None:
                 ax.plot(x, paper, marker=marker, markerfacecolor="none", color="black", linestyle="none",
                         markersize=8, label=None if drew_paper else "paper")
@@ -130,7 +152,7 @@ def fig5_k_sweep(runs, note=""):
     ax.set_xlabel("k (retrieved entries of that type)")
     ax.set_ylabel("success rate (%)")
     ax.legend(frameon=False, fontsize=6)
-    _footer(fig, note, drew_paper)
+    _footer(fig, note, drew_paper, protocols)
     return fig
 
 

@@ -1,7 +1,9 @@
 """The paper's own numbers (data/paper_reference.csv, package data of `amd.reference_data`), looked up for the
 cells we ran.
 
-Source: arXiv 2608.07169 and its project page; each row names the table or figure it was read from.
+Source: arXiv 2608.07169 and its project page; each row names the table or figure it was read from, and the
+leakage protocol its memory runs used: the paper's main results are `shared` (memory distilled from the evaluated
+tasks, retrieval never excluding the task's own), so they sit only beside our cells run under that protocol.
 A model matches a reference row when the reference name, reduced to letters and digits, occurs in our model
 name reduced the same way ('Qwen3-4B' matches 'Qwen/Qwen3-4B'); the longest such name wins.
 """
@@ -33,12 +35,15 @@ class Reference:
         matches = [name for name in names if name and _squash(name) in squashed]
         return max(matches, key=len) if matches else None
 
-    def value(self, table, benchmark, model, setting, teacher=None) -> float | None:
-        """The paper's number for this cell; `teacher` (our teacher's model) is checked when the row names one."""
+    def value(self, table, benchmark, model, setting, teacher=None, protocol=None) -> float | None:
+        """The paper's number for this cell; `teacher` (our teacher's model) is checked when the row names one, and
+        the row's protocol must be the cell's (rows without one, zero-shot and teacher runs, hold for any)."""
         paper_model = self.paper_model(model)
         paper_teacher = self.paper_model(teacher)
         for row in self.rows:
             if (row["table"], row["benchmark"], row["setting"]) != (table, benchmark, setting):
+                continue
+            if row["protocol"] and row["protocol"] != protocol:
                 continue
             if paper_model is None or row["model"] != paper_model:
                 continue

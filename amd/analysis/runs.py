@@ -47,6 +47,7 @@ def summarize_run(path) -> dict:
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]
         row["memcfg"] = records[0]["memory"]["config"]
+        row["protocol"] = records[0]["memory"].get("protocol")
     if row["role"] == "teacher":
         row["memcfg"] = "teacher"
     return row

@@ -15,9 +15,11 @@ from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs
 
 AMD_CONFIG = AMD_FULL
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
-BASELINE_NOTE = ("Baselines are built from the same teacher trajectories as AMD, successes and failures alike; "
-                 "paper numbers come from the authors' runs, whose retrieval never excludes the task's own memory "
-                 "(protocol shared); ours use each run's protocol.")
+BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
+PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
+                 "cross_split: memory from 70 % of the groups, scored on the rest; shared: the paper's setting, a "
+                 "task may retrieve its own memory); a dash: no memory. The paper's numbers were measured under "
+                 "shared, so they appear only beside shared rows (and zero-shot and teacher rows).")
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
@@ -87,7 +89,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
     reference, teacher_models = load_reference(), _teacher_models(runs)
     students = _students(runs)
     cells = aggregate(students[students["memory"].isin(table1_memories())],
-                      ["benchmark", "student", "memory", "teacher"])
+                      ["benchmark", "student", "memory", "protocol", "teacher"])
     cells = _order(_order(cells, "memory", table1_memories()), "student", list(dict.fromkeys(cells["student"])))
     zero_shot = {(row.benchmark, row.student): row.success for row in cells.itertuples() if row.memory == ZERO_SHOT}
     rows = [_teacher_row(teacher, reference) for _, teacher in runs[runs["role"] == "teacher"].iterrows()]
@@ -95,10 +97,12 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
         zero = zero_shot.get((row.benchmark, row.student))
         rows.append({
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
-            "success": row.success, "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
+            "protocol": row.protocol, "success": row.success,
+            "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
             "runs": row.runs, "tasks": row.tasks,
             "paper": reference.value("table1_main", row.benchmark, row.model, row.memory,
-                                     None if row.memory == ZERO_SHOT else teacher_models.get(row.teacher)),
+                                     None if row.memory == ZERO_SHOT else teacher_models.get(row.teacher),
+                                     row.protocol),
         })
     table = pd.DataFrame(rows)
     table = _order(table, "benchmark", list(dict.fromkeys(table["benchmark"]))).reset_index(drop=True)
@@ -108,7 +112,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _teacher_row(teacher: pd.Series, reference) -> dict:
     return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
-            "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            "protocol": None, "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
             "paper": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher")}
 
 
@@ -140,15 +144,15 @@ def reconstruction_notes(table: pd.DataFrame) -> list[str]:
 def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     reference, teacher_models = load_reference(), _teacher_models(runs)
     students = _students(runs)
-    table = aggregate(students, ["benchmark", "student", "memory", "teacher"])
+    table = aggregate(students, ["benchmark", "student", "memory", "protocol", "teacher"])
     table["paper"] = [
         reference.value("table2_ablation", row.benchmark, row.model, row.memory,
-                        None if row.memory == "student_memory" else teacher_models.get(row.teacher))
+                        None if row.memory == "student_memory" else teacher_models.get(row.teacher), row.protocol)
         for row in table.itertuples()
     ]
     table = _order(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "teacher", "success", "std", "runs", "tasks", "paper"]]
+        ["benchmark", "student", "memory", "protocol", "teacher", "success", "std", "runs", "tasks", "paper"]]
 
 
 def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
@@ -159,12 +163,13 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
                      "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
                      "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
     students = _students(runs)
-    cells = aggregate(students[students["memory"] == AMD_CONFIG], ["benchmark", "teacher", "writer", "student"])
+    cells = aggregate(students[students["memory"] == AMD_CONFIG],
+                      ["benchmark", "teacher", "writer", "student", "protocol"])
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
-                     "success": row.success, "runs": row.runs, "tasks": row.tasks,
+                     "protocol": row.protocol, "success": row.success, "runs": row.runs, "tasks": row.tasks,
                      "paper": reference.value("table3_teacher", row.benchmark, row.model, AMD_CONFIG,
-                                              teacher_models.get(row.teacher))})
+                                              teacher_models.get(row.teacher), row.protocol)})
     if not rows:
         raise AmdError("table3_teacher: no teacher or student runs among --runs")
     return pd.DataFrame(rows).sort_values(["benchmark", "teacher"], kind="stable")
@@ -173,18 +178,20 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
 def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
     reference = load_reference()
     students = _students(runs)
-    table = aggregate(students[students["role"] == "memory"], ["benchmark", "student", "representation", "memory"])
-    table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation)
-                      for row in table.itertuples()]
-    return table[["benchmark", "student", "representation", "memory", "success", "std", "runs", "tasks", "paper"]]
+    table = aggregate(students[students["role"] == "memory"],
+                      ["benchmark", "student", "representation", "memory", "protocol"])
+    table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation,
+                                      protocol=row.protocol) for row in table.itertuples()]
+    return table[["benchmark", "student", "representation", "memory", "protocol", "success", "std", "runs", "tasks",
+                  "paper"]]
 
 
 def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
-    table = aggregate(_students(runs), ["benchmark", "student", "memory"])
+    table = aggregate(_students(runs), ["benchmark", "student", "memory", "protocol"])
     table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
     table = _order(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "mean ± std", "success", "std", "runs", "tasks"]]
+        ["benchmark", "student", "memory", "protocol", "mean ± std", "success", "std", "runs", "tasks"]]
 
 
 def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
@@ -228,6 +235,8 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     if any(column.startswith("paper") for column in table.columns):
         lines.append(f"`paper*` columns: {CITATION} A dash marks a cell the paper does not report.")
     lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
+    if "protocol" in table.columns:
+        lines.append(f"Note: {PROTOCOL_NOTE}")
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
