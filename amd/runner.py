@@ -19,6 +19,7 @@ from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
+from amd.score import write_expected_tasks
 from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, rewrite_sorted
 
 log = logging.getLogger("amd.run")
@@ -47,6 +48,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
               progress: bool = True) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     done = _finished_task_ids(spec, out_path)
+    write_expected_tasks(out_path, spec.benchmark.name, task_ids)
     todo = [task_id for task_id in task_ids if task_id not in done]
     summary = RunSummary(skipped=len(task_ids) - len(todo))
     if summary.skipped:

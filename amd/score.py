@@ -3,32 +3,75 @@ file; optional official re-check."""
 
 import json
 import sys
+from pathlib import Path
 
 from amd.errors import AmdError
+from amd.files import atomic_file
 from amd.schema import read_trajectories
 
-COLUMNS = ["file", "agent", "memory", "tasks", "success_%", "mean_steps", "prompt_tokens", "completion_tokens",
-           "model_requests", "cut_replies"]
+COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "mean_steps", "prompt_tokens",
+           "completion_tokens", "model_requests", "cut_replies"]
 CUT = "length"  # the finish_reason of a reply the server cut at the token limit
 
 
-def summarize(path) -> dict:
-    records = read_trajectories(path)
-    if not records:
-        raise AmdError(f"{path}: no trajectories to score")
-    n = len(records)
+def expected_tasks_path(path) -> Path:
+    return Path(str(path) + ".tasks.json")
+
+
+def write_expected_tasks(path, benchmark: str, task_ids: list[str]) -> None:
+    """Beside a run file, the tasks the run was asked for: what a score divides by."""
+    with atomic_file(expected_tasks_path(path)) as handle:
+        json.dump({"benchmark": benchmark, "task_ids": list(task_ids)}, handle)
+
+
+def expected_tasks(path) -> list[str] | None:
+    """The tasks a run was asked for, or None for a run file without that record (made by hand or before it)."""
+    listed = expected_tasks_path(path)
+    return json.loads(listed.read_text())["task_ids"] if listed.exists() else None
+
+
+def run_metrics(records: list[dict], expected: list[str] | None = None) -> dict:
+    """Success rate, steps, tokens, requests and cut replies of a run's records. Tasks the run was asked for but
+    that have no record (crashed, never run) count as failures, and are listed under `missing`."""
+    present = {record["task_id"] for record in records}
+    missing = [task for task in expected or [] if task not in present]
+    n = len(records) + len(missing)
+    if n == 0:
+        raise AmdError("no trajectories to score")
     return {
-        "file": str(path),
-        "agent": records[0]["agent"]["spec"],
-        "memory": records[0]["memory"].get("config"),
         "tasks": n,
-        "success_%": round(100.0 * sum(r["success"] for r in records) / n, 2),
-        "mean_steps": round(sum(r["n_steps"] for r in records) / n, 2),
+        "successes": sum(r["success"] for r in records),
+        "success_rate": 100.0 * sum(r["success"] for r in records) / n,
+        "mean_steps": sum(r["n_steps"] for r in records) / max(len(records), 1),
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records),
         "model_requests": sum(r.get("model_requests", 0) for r in records),
         "cut_replies": sum(step.get("finish_reason") == CUT for r in records for turn in r["turns"]
                            for step in turn["steps"]),
+        "missing": missing,
+        "success_by_task": {r["task_id"]: r["success"] for r in records} | dict.fromkeys(missing, False),
+        "steps_by_task": {r["task_id"]: r["n_steps"] for r in records},
+    }
+
+
+def summarize(path) -> dict:
+    records = read_trajectories(path)
+    try:
+        metrics = run_metrics(records, expected_tasks(path))
+    except AmdError as error:
+        raise AmdError(f"{path}: {error}") from None
+    if metrics["missing"]:
+        print(f"amd score: {path}: {len(metrics['missing'])} of {metrics['tasks']} tasks the run was asked for have "
+              f"no record and count as failures: {', '.join(metrics['missing'])}", file=sys.stderr)
+    return {
+        "file": str(path),
+        "agent": records[0]["agent"]["spec"] if records else "-",
+        "memory": records[0]["memory"].get("config") if records else "-",
+        "tasks": metrics["tasks"],
+        "missing": len(metrics["missing"]),
+        "success_%": round(metrics["success_rate"], 2),
+        "mean_steps": round(metrics["mean_steps"], 2),
+        **{key: metrics[key] for key in ("prompt_tokens", "completion_tokens", "model_requests", "cut_replies")},
     }
 
 

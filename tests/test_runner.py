@@ -210,3 +210,20 @@ def test_each_record_is_validated_once(tmp_path, monkeypatch):
     run_tasks(oracle_spec(benchmark), benchmark.task_ids(), out, progress=False)
     assert len(validated) == 2 + 2 + 4  # two read on resume, four appended
     assert [r["task_id"] for r in read_trajectories(out)] == benchmark.task_ids()
+
+
+def test_a_task_missing_from_the_run_file_counts_as_a_failure_loudly(tmp_path, capsys):
+    from amd.analysis.runs import summarize_run
+    from amd.score import summarize
+
+    benchmark = CounterBenchmark()
+    out = tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), benchmark.task_ids(), out, progress=False)
+    assert summarize(out)["success_%"] == 100.0
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:4]) + "\n")  # two finished tasks lost (a crash, a hand edit)
+    row = summarize(out)
+    assert (row["tasks"], row["missing"], row["success_%"]) == (6, 2, round(400 / 6, 2))
+    assert "2 of 6 tasks the run was asked for have no record" in capsys.readouterr().err
+    analysed = summarize_run(out)
+    assert analysed["n_tasks"] == 6 and analysed["success_by_task"]["count_3_5"] is False

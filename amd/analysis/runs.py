@@ -7,6 +7,7 @@ import pandas as pd
 from amd.analysis.layout import describe_run
 from amd.errors import AmdError
 from amd.schema import read_trajectories
+from amd.score import expected_tasks, run_metrics
 
 CELL_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "representation", "memcfg", "protocol")
 
@@ -23,6 +24,7 @@ def summarize_run(path) -> dict:
     records = read_trajectories(path)
     if not records:
         raise AmdError(f"{path}: run file has no tasks")
+    metrics = run_metrics(records, expected_tasks(path))
     cell = describe_run(path)
     k = cell.pop("k", {})
     row = {column: cell.get(column) for column in CELL_COLUMNS}
@@ -34,15 +36,11 @@ def summarize_run(path) -> dict:
         "k_text": ",".join(f"{t}={v}" for t, v in k.items()),
         "model": model_name(records[0]),
         "oracle": records[0]["agent"]["kind"] == "oracle",
-        "n_tasks": len(records),
-        "successes": sum(r["success"] for r in records),
-        "success_rate": 100.0 * sum(r["success"] for r in records) / len(records),
-        "mean_steps": sum(r["n_steps"] for r in records) / len(records),
-        "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
-        "completion_tokens": sum(r["tokens"]["completion"] for r in records),
-        "task_ids": frozenset(r["task_id"] for r in records),
-        "success_by_task": {r["task_id"]: r["success"] for r in records},
-        "steps_by_task": {r["task_id"]: r["n_steps"] for r in records},
+        "n_tasks": metrics["tasks"],
+        "missing": len(metrics["missing"]),
+        "task_ids": frozenset(metrics["success_by_task"]),
+        **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
+                                         "completion_tokens", "success_by_task", "steps_by_task")},
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]
@@ -68,5 +66,6 @@ def restrict_to_tasks(row: pd.Series, task_ids) -> pd.Series:
     row["n_tasks"] = len(kept)
     row["successes"] = sum(row["success_by_task"][t] for t in kept)
     row["success_rate"] = 100.0 * row["successes"] / len(kept)
-    row["mean_steps"] = sum(row["steps_by_task"][t] for t in kept) / len(kept)
+    steps = [row["steps_by_task"][t] for t in kept if t in row["steps_by_task"]]  # missing tasks took none
+    row["mean_steps"] = sum(steps) / max(len(steps), 1)
     return row
