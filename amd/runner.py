@@ -19,8 +19,8 @@ from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
-from amd.score import write_expected_tasks
 from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, rewrite_sorted
+from amd.score import write_expected_tasks
 
 log = logging.getLogger("amd.run")
 
