@@ -60,7 +60,8 @@ BENCHMARKS.add("appworld", unavailable="AppWorld needs its task data under $APPW
                "(appworld download data) and an adapter that is not written yet")
 BENCHMARKS.add("toolsandbox", unavailable="ToolSandbox needs a checkout of apple/ToolSandbox and an adapter that "
                "is not written yet")
-BENCHMARKS.add("agentdojo", unavailable="AgentDojo needs an adapter that is not written yet")
+# An extension: AgentDojo is not one of the paper's benchmarks (options: suite=banking,slack,...).
+BENCHMARKS.add("agentdojo", "amd.benchmarks.agentdojo:AgentDojo")
 
 # Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,
 # vllm:, local:) is a model (amd.llm.specs) driven by the `model` agent.

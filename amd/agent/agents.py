@@ -101,10 +101,12 @@ class OracleAgent:
         turns = episode.reference_turns()
         if turns is None:
             raise AmdError(f"{episode.task_id}: the benchmark has no ground-truth actions for the oracle")
-        return cls(turns)
+        replies = episode.reference_replies() if hasattr(episode, "reference_replies") else None
+        return cls(turns, replies)
 
-    def __init__(self, reference_turns: list[list[Proposal]]):
+    def __init__(self, reference_turns: list[list[Proposal]], reference_replies: list[str] | None = None):
         self.reference_turns = reference_turns
+        self.reference_replies = reference_replies
         self.turn = -1
         self.pending: list[Proposal] = []
 
@@ -118,7 +120,8 @@ class OracleAgent:
 
     def act(self) -> AgentReply:
         if not self.pending:
-            return AgentReply(text="Done.")
+            replies = self.reference_replies
+            return AgentReply(text=replies[self.turn] if replies and self.turn < len(replies) else "Done.")
         proposal = self.pending.pop(0)
         return AgentReply(text=proposal.source, proposals=[proposal])
 

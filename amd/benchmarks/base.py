@@ -71,6 +71,9 @@ class Episode(Protocol):
     def reference_turns(self) -> list[list[Proposal]] | None:
         """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
 
+    # Optional: `reference_replies() -> list[str]`, the ground-truth final answer per turn, where the benchmark
+    # checks the agent's answer text (the oracle replies with it; without it, the oracle says "Done.").
+
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
 
