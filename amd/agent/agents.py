@@ -50,7 +50,8 @@ class ModelAgent:
     def act(self) -> AgentReply:
         reply = self.model.chat(self.messages, self.tools if self.model.native_tools else None)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
-                            completion_tokens=reply.completion_tokens, cached=reply.cached,
+                            completion_tokens=reply.completion_tokens,
+                            cached_prompt_tokens=reply.cached_prompt_tokens, cached=reply.cached,
                             requests=reply.requests, error=reply.error)
         if reply.error is None:
             result.proposals = parse_reply(reply.text, reply.tool_calls)
