@@ -89,6 +89,8 @@ OUTPUTS = Registry("output")
 for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
                "table6_protocols"):
     OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
+# Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
+OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

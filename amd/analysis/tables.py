@@ -190,3 +190,41 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+
+def paired_tasks(runs: pd.DataFrame) -> pd.DataFrame:
+    """Paired per-task results: every task zero-shot and with memory (same student, benchmark and seed), the tasks
+    solved by both, only with memory and only zero-shot, the paired difference in points, the exact two-sided sign
+    test on the discordant pairs and the smallest p that this many tasks could give."""
+    students = _students(runs)
+    rows = []
+    for (benchmark, student, seed), cell in students.groupby(["benchmark", "student", "seed"], dropna=False,
+                                                              sort=False):
+        zero_shot = cell[cell["memory"] == "zero_shot"]
+        for row in cell[cell["memory"] != "zero_shot"].itertuples() if len(zero_shot) else []:
+            pairs = _pairs(zero_shot.iloc[0]["success_by_task"], row.success_by_task)
+            rows.append({"benchmark": benchmark, "student": student, "seed": seed, "memory": row.memory,
+                         "teacher": row.teacher, "k": row.k_text, **pairs})
+    if not rows:
+        raise AmdError("paired_tasks: no student has both a zero-shot run and a memory run among --runs")
+    return _order(pd.DataFrame(rows), "memory", MEMORY_ORDER)
+
+
+def _pairs(zero_shot: dict, with_memory: dict) -> dict:
+    """The paired comparison over the tasks both runs have (p values as text: 3 significant digits)."""
+    from scipy.stats import binomtest
+
+    shared = [task for task in zero_shot if task in with_memory]
+    both = [task for task in shared if zero_shot[task] and with_memory[task]]
+    gained = [task for task in shared if with_memory[task] and not zero_shot[task]]
+    lost = [task for task in shared if zero_shot[task] and not with_memory[task]]
+    discordant = len(gained) + len(lost)
+    p = binomtest(len(gained), discordant).pvalue if discordant else 1.0
+    smallest = binomtest(len(shared), len(shared)).pvalue if shared else 1.0
+    return {"tasks": len(shared), "zero_shot": len(both) + len(lost), "with_memory": len(both) + len(gained),
+            "memory_only": len(gained), "zero_shot_only": len(lost),
+            "difference_pp": 100.0 * (len(gained) - len(lost)) / len(shared) if shared else None,
+            "sign_test_p": f"{p:.3g}", "smallest_p": f"{smallest:.3g}",
+            "solved_by_both": " ".join(both), "solved_only_with_memory": " ".join(gained),
+            "solved_only_zero_shot": " ".join(lost)}
