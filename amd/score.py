@@ -3,6 +3,7 @@
 import json
 import sys
 
+from amd.benchmarks.base import counted_success
 from amd.errors import AmdError
 from amd.schema import read_trajectories
 
@@ -30,14 +31,14 @@ def summarize(path) -> dict:
 
 def recheck(path) -> list[str]:
     """Re-score every stored trajectory with its benchmark's own checker; return the task ids whose verdict differs.
-    A task that did not finish (step cap, model error) fails whatever the checker says, as when it ran."""
+    A task that did not finish counts as when it ran (amd.benchmarks.base.counted_success)."""
     from amd.registry import create_benchmark
 
     benchmarks, mismatched = {}, []
     for record in read_trajectories(path):
         name = record["benchmark"]
         benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
-        verdict = benchmark.rescore(record) and record["status"] == "finished"
+        verdict = counted_success(benchmark.rescore(record), record["status"], benchmark.step_limit_scored)
         if verdict != record["success"]:
             mismatched.append(record["task_id"])
     return mismatched

@@ -9,6 +9,8 @@ rule build_memory:
         directory(layout.BANK_DIR),
     log:
         log_path(f"{layout.BANK_DIR}/build.log"),
+    benchmark:
+        benchmark_path(f"{layout.BANK_DIR}/build.log")
     conda:
         "../environment.yml"
     threads: 2

@@ -6,6 +6,8 @@ rule run_student_zero_shot:
         layout.ZERO_SHOT_RUN,
     log:
         log_path(layout.ZERO_SHOT_RUN),
+    benchmark:
+        benchmark_path(layout.ZERO_SHOT_RUN)
     wildcard_constraints:
         student=grid.other_agents(),
     conda:
@@ -42,6 +44,8 @@ rule run_student_memory:
         layout.MEMORY_RUN,
     log:
         log_path(layout.MEMORY_RUN),
+    benchmark:
+        benchmark_path(layout.MEMORY_RUN)
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),

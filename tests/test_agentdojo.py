@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from amd.agent.base import AgentReply
 from amd.benchmarks.agentdojo import AgentDojo, final_answer
 from amd.benchmarks.base import Proposal
 from amd.cli import main
@@ -153,3 +154,21 @@ def test_memory_from_a_trajectory_has_all_three_types_package_docs_and_placehold
     assert [entry["label"] for entry in built.subtask] == ["send money"]
     assert [entry["name"] for entry in built.function] == ["read_file", "send_money"]
     assert built.function[1]["doc"] == bench.function_info("send_money").doc
+
+
+def test_an_episode_cut_off_by_the_step_cap_is_checked_as_it_stands_like_the_package_does(bench, tmp_path):
+    from amd.agent.agents import OracleAgent
+    from amd.agent.hooks import TaskContext
+    from amd.agent.loop import Limits, run_episode
+    from amd.benchmarks.base import counted_success
+
+    class Repeater(OracleAgent):  # calls get_webpage again and again, never answers
+        def act(self):
+            return AgentReply(text="call", proposals=[Proposal("{}", "get_webpage", {"url": "www.informations.com"})])
+
+    episode = bench.start("slack/user_task_0")
+    record = run_episode(Repeater([[]]), episode, Limits(max_steps_per_turn=3, max_steps=3),
+                         TaskContext(episode.task_id, episode.task_id, episode.instruction))
+    assert record["status"] == "step_limit" and record["n_steps"] == 3 and record["success"] is True
+    assert bench.rescore(record | {"data_version": bench.data_version()}) is True
+    assert not counted_success(True, "step_limit", False) and not counted_success(True, "model_error", True)

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
+from amd.benchmarks.base import counted_success
 
 
 @dataclass
@@ -47,7 +48,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "system_memory": system.records,
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
-        "success": bool(verdict.success) and status == "finished",
+        "success": counted_success(verdict.success, status, verdict.step_limit_scored),
         "checker": verdict.details,
         "status": status,
         "error": error,

@@ -106,6 +106,7 @@ def locate(task_id: str):
 
 class AgentDojo(BenchmarkDefaults):
     name = "agentdojo"
+    step_limit_scored = True  # the package's ToolsExecutionLoop stops after max_iters; the task is checked as it stands
 
     def __init__(self, suite: str | None = None):
         """`suite`: comma-separated suite names (default: all four)."""
@@ -165,7 +166,9 @@ class AgentDojo(BenchmarkDefaults):
 
 
 def final_answer(record: dict) -> str:
-    """The agent's last reply: the text of the last step of a finished episode (a reply with no call)."""
+    """The agent's last reply, the model output the task checks: the text of the last step (a reply with no call)
+    of a finished episode. An episode the step cap cut off has no answer: "" (the package would check the text of
+    the last call reply; an empty answer can only fail an answer check, never pass one)."""
     steps = [step for turn in record.get("turns", []) for step in turn["steps"]]
     return steps[-1]["model_text"] if steps and record.get("status") == "finished" else ""
 
@@ -254,7 +257,8 @@ class AgentDojoEpisode:
         details = {"utility": success, "suite": self._suite.name, "model_output": self._answer}
         if error:
             details["error"] = error
-        return Verdict(success=success, details=details, decoded_calls=self.decoded_calls)
+        return Verdict(success=success, details=details, decoded_calls=self.decoded_calls,
+                       step_limit_scored=AgentDojo.step_limit_scored)
 
     def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
         from agentdojo.functions_runtime import FunctionCall

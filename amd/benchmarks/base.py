@@ -48,6 +48,15 @@ class Verdict:
     success: bool
     details: dict
     decoded_calls: list  # per turn, per step, canonical call strings
+    step_limit_scored: bool = False  # see counted_success
+
+
+def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:
+    """A task counts as solved when the benchmark's check passes on an episode that finished. A benchmark whose own
+    harness checks an episode cut off by its step cap as it stands (AgentDojo's tool loop just stops after
+    max_iters) sets step_limit_scored; one whose harness force-quits it as failed (BFCL) does not. A model error
+    always fails."""
+    return bool(checked) and (status == "finished" or (step_limit_scored and status == "step_limit"))
 
 
 @dataclass(frozen=True)
@@ -97,12 +106,15 @@ class Benchmark(Protocol):
     def rescore(self, record: dict) -> bool:
         """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
 
+    step_limit_scored: bool  # its harness checks an episode cut off by the step cap as it stands (counted_success)
+
 
 class BenchmarkDefaults:
     """Defaults for the parts of the protocol a benchmark may not need: every task is its own group, a dotted
     call name `app.function` names its app, and re-scoring is not offered."""
 
     name = "benchmark"
+    step_limit_scored = False
 
     def task_group(self, task_id: str) -> str:
         return task_id

@@ -21,6 +21,10 @@ from amd.paths import cache_dir
 CHUNK = 8 << 20
 DEFAULT_N_CTX = 32768  # the models' native context: a 40-step BFCL conversation can pass 12k tokens (KV ~0.4 GB at 0.5B)
 READY_TIMEOUT_S = 300.0
+# llama.cpp's host-memory prompt cache: a request with another prefix (the student's subtask decomposition) moves
+# the slot's cached prompt (the tool docs) to RAM, and the next request with that prefix restores it instead of
+# prefilling it again. Set here, not left to the library's default (bench/RESULTS.md: cold/warm prompt tokens).
+PROMPT_CACHE_MIB = 8192
 
 
 def gguf_path(weights: LocalWeights) -> Path:
@@ -96,7 +100,7 @@ class LocalServer:
     def __init__(self, gguf: Path, alias: str, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None):
         import xllamacpp
 
-        threads = threads or available_cores()
+        threads = threads or int(os.environ.get("AMD_LOCAL_THREADS") or 0) or available_cores()
         params = xllamacpp.CommonParams()
         params.model.path = str(gguf)
         params.model_alias = {alias}
@@ -105,6 +109,7 @@ class LocalServer:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.use_jinja = True
+        params.cache_ram_mib = PROMPT_CACHE_MIB
         params.verbosity = 0  # llama.cpp's per-request logging would drown the run's own output
         self.base_url = f"http://127.0.0.1:{params.port}/v1"
         self._server = xllamacpp.Server(params)

@@ -235,3 +235,8 @@ def _uses(spec, *prefixes) -> int:
 
 def log_path(path: str) -> str:
     return path.replace("results/", "results/logs/", 1).rsplit(".", 1)[0] + ".log"
+
+
+def benchmark_path(path: str) -> str:
+    """Where Snakemake writes a job's wall time, CPU time and peak memory (bench/bench_embedded_default.py)."""
+    return path.replace("results/", "results/benchmarks/", 1).rsplit(".", 1)[0] + ".tsv"
