@@ -21,7 +21,7 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	touch $(STAMP)
 
 run: venv
-	$(BIN)/snakemake --cores 8 all
+	$(BIN)/snakemake --cores all all
 
 test: venv
 	$(BIN)/pytest

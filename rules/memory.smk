@@ -13,7 +13,7 @@ rule build_memory:
         benchmark_path(f"{layout.BANK_DIR}/build.log")
     conda:
         "../environment.yml"
-    threads: 2
+    threads: 1
     resources:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,

@@ -12,7 +12,7 @@ rule run_student_zero_shot:
         student=grid.other_agents(),
     conda:
         "../environment.yml"
-    threads: grid.agent_threads
+    threads: 1
     resources:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
@@ -51,7 +51,7 @@ rule run_student_memory:
         memcfg=grid.memory_config_names(),
     conda:
         "../environment.yml"
-    threads: grid.agent_threads
+    threads: 1
     resources:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,

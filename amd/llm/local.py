@@ -25,6 +25,12 @@ READY_TIMEOUT_S = 300.0
 # the slot's cached prompt (the tool docs) to RAM, and the next request with that prefix restores it instead of
 # prefilling it again. Set here, not left to the library's default (bench/RESULTS.md: cold/warm prompt tokens).
 PROMPT_CACHE_MIB = 8192
+# One thread per server, whatever the machine. The greedy replies depend on llama.cpp's thread count (the same
+# request gave a 73-token reply with 2 threads and an 86-token one with 1, each reproducibly), so the count is
+# fixed and part of the response-cache identity. And one thread is robust: with 2 threads on 2 cores that other
+# work shares, decoding fell to 0.8 tok/s against 8.0 with 1 thread (load 9); two 1-thread servers run side by
+# side instead (profiles/default: local_llm).
+DEFAULT_THREADS = 1
 
 
 def gguf_path(weights: LocalWeights) -> Path:
@@ -90,8 +96,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def server_threads(threads: int | None = None) -> int:
+    """Threads of the embedded server: the given number, else $AMD_LOCAL_THREADS, else DEFAULT_THREADS."""
+    chosen = int(threads or os.environ.get("AMD_LOCAL_THREADS") or DEFAULT_THREADS)
+    if chosen < 1:
+        raise AmdError(f"the embedded server needs at least 1 thread, got {chosen}")
+    return chosen
 
 
 class LocalServer:
@@ -100,7 +110,7 @@ class LocalServer:
     def __init__(self, gguf: Path, alias: str, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None):
         import xllamacpp
 
-        threads = threads or int(os.environ.get("AMD_LOCAL_THREADS") or 0) or available_cores()
+        threads = server_threads(threads)
         params = xllamacpp.CommonParams()
         params.model.path = str(gguf)
         params.model_alias = {alias}

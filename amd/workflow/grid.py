@@ -189,7 +189,7 @@ class Grid:
         return self.agent(wildcards.get("student") or wildcards.teacher)
 
     def local_llm_slots(self, wildcards) -> int:
-        """Global cap `local_llm`: one embedded llama.cpp server at a time."""
+        """Global cap `local_llm`: embedded llama.cpp servers at once (one thread each; profiles/default)."""
         return _uses(self.acting_agent(wildcards)["spec"], "local:")
 
     def api_slots(self, wildcards) -> int:
@@ -202,11 +202,8 @@ class Grid:
         return sum(_uses(spec, "openai:", "vllm:") for spec in specs)
 
     def bank_local_slots(self, wildcards) -> int:
-        """A model writer on the embedded llama.cpp server takes the one `local_llm` slot."""
+        """A model writer on the embedded llama.cpp server takes a `local_llm` slot."""
         return _uses(self.config["writers"][wildcards.writer]["spec"], "local:")
-
-    def agent_threads(self, wildcards) -> int:
-        return 2 if self.local_llm_slots(wildcards) else 1
 
     def serve_gpus(self, wildcards) -> int:
         return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
