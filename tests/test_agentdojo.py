@@ -172,3 +172,16 @@ def test_an_episode_cut_off_by_the_step_cap_is_checked_as_it_stands_like_the_pac
     assert record["status"] == "step_limit" and record["n_steps"] == 3 and record["success"] is True
     assert bench.rescore(record | {"data_version": bench.data_version()}) is True
     assert not counted_success(True, "step_limit", False) and not counted_success(True, "model_error", True)
+
+
+def test_a_check_that_crashes_fails_the_task_both_live_and_on_recheck(bench, oracle_run, monkeypatch):
+    record = next(r for r in read_trajectories(oracle_run) if r["task_id"] == "slack/user_task_7")
+    episode = _started(bench, "slack/user_task_7")
+
+    def crash(*args, **kwargs):
+        raise KeyError("Charlie")
+
+    monkeypatch.setattr(type(episode._task), "utility", crash)
+    verdict = episode.score()
+    assert not verdict.success and verdict.details["error"] == "KeyError: 'Charlie'"
+    assert bench.rescore(record) is False
