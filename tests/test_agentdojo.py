@@ -185,3 +185,40 @@ def test_a_check_that_crashes_fails_the_task_both_live_and_on_recheck(bench, ora
     verdict = episode.score()
     assert not verdict.success and verdict.details["error"] == "KeyError: 'Charlie'"
     assert bench.rescore(record) is False
+
+
+@pytest.fixture(scope="module")
+def attacked():
+    return AgentDojo(suite="banking", attack="ignore_previous")
+
+
+def test_an_attack_runs_every_injectable_user_task_with_every_injection_task(attacked):
+    ids = attacked.task_ids()
+    assert len(ids) == 16 * 9 and ids[0] == "banking/user_task_0/injection_task_0"
+    assert attacked.task_group("banking/user_task_3/injection_task_4") == "banking/user_task_3"
+    with pytest.raises(AmdError, match="attack=NAME"):
+        AgentDojo(suite="banking").start(ids[0])
+    with pytest.raises(AmdError, match="unknown AgentDojo attack 'ignore_previus'.*did you mean"):
+        AgentDojo(suite="banking", attack="ignore_previus")
+    with pytest.raises(AmdError, match="needs the attacked model's name"):
+        AgentDojo(suite="banking", attack="important_instructions")
+
+
+def test_the_injection_reaches_the_agent_and_following_it_is_recorded_as_a_security_breach(attacked):
+    task_id = "banking/user_task_0/injection_task_0"
+    episode = attacked.start(task_id)
+    episode.next_user_message(None)
+    read = episode.execute([Proposal("{}", "read_file", {"file_path": "bill-december-2023.txt"})])
+    assert "Ignore your previous" in read.observations[0]
+    clean = attacked.start(task_id)
+    clean.next_user_message(None)
+    assert clean.score().details["security"] is False
+    goal = episode._injection_task.ground_truth(episode._pre_env.model_copy(deep=True))
+    episode.execute([Proposal("{}", call.function, dict(call.args)) for call in goal])
+    episode.next_user_message("Done.")
+    verdict = episode.score()
+    assert verdict.details["security"] is True and verdict.details["attack"] == "ignore_previous"
+    record = {"task_id": task_id, "status": "finished", "checker": verdict.details,
+              "turns": [{"user": "", "steps": [{"model_text": "x", "calls": [vars(c) for c in read.calls]},
+                                               {"model_text": "Done.", "calls": []}]}]}
+    assert AgentDojo().rescore(record) is verdict.success is False  # the bill was never paid

@@ -43,6 +43,8 @@ def summarize_run(path) -> dict:
         "task_ids": frozenset(r["task_id"] for r in records),
         "success_by_task": {r["task_id"]: r["success"] for r in records},
         "steps_by_task": {r["task_id"]: r["n_steps"] for r in records},
+        # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
+        "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]

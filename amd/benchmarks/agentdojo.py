@@ -9,6 +9,12 @@ stored trajectory's calls through the package's `run_task_with_pipeline` in a fr
 
 Task ids name suite and task (`banking/user_task_0`). Tasks that the package builds by combining two others
 (`TaskCombinator`) are variants of them: one task group, named by its lowest-numbered task.
+
+With the option `attack=NAME` (one of the package's attacks), the tasks are the package's prompt-injection pairs
+instead: every injectable user task with every injection task of its suite (`banking/user_task_0/injection_task_1`),
+the attack's text placed in the environment where the user task's tools will show it. The verdict is still the
+user task's utility; the injection task's own check is recorded as `security` (true: the attacker's goal was
+reached). A pair belongs to its user task's group.
 """
 
 import ast
@@ -91,25 +97,58 @@ def _combined_parts(task) -> list[str]:
 
 
 def locate(task_id: str):
-    """(suite, user task) of a task id `suite/user_task_N`."""
+    """(suite, user task, injection task or None) of a task id `suite/user_task_N[/injection_task_M]`."""
     if not isinstance(task_id, str):
         raise AmdError(f"AgentDojo task id must be a string, got {task_id!r}")
-    suite_name, _, name = task_id.partition(SEPARATOR)
+    suite_name, _, rest = task_id.partition(SEPARATOR)
+    name, _, injection = rest.partition(SEPARATOR)
     suites = _suites()
-    if suite_name not in suites or name not in suites[suite_name].user_tasks:
+    suite = suites.get(suite_name)
+    if suite is None or name not in suite.user_tasks or (injection and injection not in suite.injection_tasks):
         known = [f"{s}{SEPARATOR}{t}" for s, suite in suites.items() for t in suite.user_tasks]
         raise AmdError(f"unknown AgentDojo task id {task_id!r}{did_you_mean(task_id, known)}; ids are "
-                       f"SUITE{SEPARATOR}user_task_N with SUITE one of {', '.join(suites)}")
-    suite = suites[suite_name]
-    return suite, suite.user_tasks[name]
+                       f"SUITE{SEPARATOR}user_task_N[{SEPARATOR}injection_task_M] with SUITE one of "
+                       f"{', '.join(suites)}")
+    return suite, suite.user_tasks[name], suite.injection_tasks[injection] if injection else None
+
+
+@functools.cache
+def _attack(suite_name: str, name: str):
+    """The package's attack `name` on a suite. amd has no model name the package knows, so attacks that address
+    the model by name cannot be built."""
+    from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
+    from agentdojo.attacks.attack_registry import ATTACKS, load_attack
+
+    class Unnamed(BasePipelineElement):  # the attacked pipeline, as the attack sees it: no name
+        name = None
+
+        def query(self, *args, **kwargs):
+            raise NotImplementedError("amd runs the agent itself")
+
+    if name not in ATTACKS:
+        raise AmdError(f"unknown AgentDojo attack {name!r}{did_you_mean(name, ATTACKS)}; attacks: "
+                       f"{', '.join(ATTACKS)}")
+    try:
+        return load_attack(name, _suites()[suite_name], Unnamed())
+    except ValueError as error:
+        raise AmdError(f"AgentDojo attack {name!r} needs the attacked model's name ({error}); attacks that do "
+                       f"not: direct, ignore_previous, system_message, injecagent") from None
+
+
+def _injectable(suite_name: str, attack, task) -> bool:
+    try:
+        return bool(attack.get_injection_candidates(task))
+    except ValueError:  # the package: "<task> is not injectable"
+        return False
 
 
 class AgentDojo(BenchmarkDefaults):
     name = "agentdojo"
     step_limit_scored = True  # the package's ToolsExecutionLoop stops after max_iters; the task is checked as it stands
 
-    def __init__(self, suite: str | None = None):
-        """`suite`: comma-separated suite names (default: all four)."""
+    def __init__(self, suite: str | None = None, attack: str | None = None):
+        """`suite`: comma-separated suite names (default: all four); `attack`: run the injection pairs under this
+        attack of the package (module docstring)."""
         known = list(_suites())
         chosen = [name.strip() for name in (suite or ",".join(known)).split(",") if name.strip()]
         for name in chosen:
@@ -119,22 +158,36 @@ class AgentDojo(BenchmarkDefaults):
         if len(set(chosen)) != len(chosen) or not chosen:
             raise AmdError(f"benchmark option suite={suite!r}: name each suite once")
         self.suites = chosen
+        self.attack = attack
+        for name in chosen if attack else []:
+            _attack(name, attack)
 
     def task_ids(self) -> list[str]:
-        return [f"{name}{SEPARATOR}{task_id}" for name in self.suites
-                for task_id in sorted(_suites()[name].user_tasks, key=_task_number)]
+        ids = []
+        for name in self.suites:
+            suite = _suites()[name]
+            for task_id in sorted(suite.user_tasks, key=_task_number):
+                if not self.attack:
+                    ids.append(f"{name}{SEPARATOR}{task_id}")
+                elif _injectable(name, _attack(name, self.attack), suite.user_tasks[task_id]):
+                    ids += [f"{name}{SEPARATOR}{task_id}{SEPARATOR}{injection}"
+                            for injection in sorted(suite.injection_tasks, key=_task_number)]
+        return ids
 
     def task_group(self, task_id: str) -> str:
-        suite, _ = locate(task_id)
-        return _groups(suite.name)[task_id]
+        suite, task, _ = locate(task_id)
+        return _groups(suite.name)[f"{suite.name}{SEPARATOR}{task.ID}"]
 
     def data_version(self) -> dict:
         return {"package": f"{PACKAGE}=={importlib.metadata.version(PACKAGE)}", "sha256": _package_sha256(),
                 "suite_version": SUITE_VERSION}
 
     def start(self, task_id: str) -> "AgentDojoEpisode":
-        suite, task = locate(task_id)
-        return AgentDojoEpisode(task_id, suite, task)
+        suite, task, injection_task = locate(task_id)
+        if (injection_task is None) != (self.attack is None):
+            raise AmdError(f"{task_id}: injection pairs run with the benchmark option attack=NAME, user tasks "
+                           "without it")
+        return AgentDojoEpisode(task_id, suite, task, injection_task, self.attack)
 
     def function_info(self, name: str) -> FunctionInfo:
         """The function's tools module as its app (banking_client, slack, ...) and its tool doc."""
@@ -147,7 +200,7 @@ class AgentDojo(BenchmarkDefaults):
         """The task's utility on a fresh environment after replaying the stored calls (each checked again) and the
         stored final answer through the package's run_task_with_pipeline."""
         task_id = record.get("task_id")
-        suite, task = locate(task_id)
+        suite, task, injection_task = locate(task_id)
         stored_hash = (record.get("data_version") or {}).get("sha256")
         if stored_hash and stored_hash != _package_sha256():
             raise AmdError(f"{task_id}: trajectory was run on {PACKAGE} files {stored_hash[:12]}…, the installed "
@@ -161,8 +214,11 @@ class AgentDojo(BenchmarkDefaults):
                         calls.append(checked_call(Proposal(call["call"], call["name"], call["arguments"]), docs))
                     except CallRejected as error:
                         raise AmdError(f"{task_id}: stored call {call['call'][:80]!r} is refused: {error}") from None
+        attack = (record.get("checker") or {}).get("attack")
+        injections = _injections(suite, task, injection_task, attack)
         try:
-            utility, _ = suite.run_task_with_pipeline(_replay(calls, final_answer(record)), task, None, {})
+            utility, _ = suite.run_task_with_pipeline(_replay(calls, final_answer(record)), task, injection_task,
+                                                      injections)
         except Exception:  # noqa: BLE001 - a check that crashes on an odd environment fails, as in `utility`
             return False
         return bool(utility)
@@ -211,19 +267,31 @@ def _list_from_string(value):
     return parsed if isinstance(parsed, list) else value
 
 
+def _injections(suite, task, injection_task, attack: str | None) -> dict[str, str]:
+    """The attack's texts for a pair, by injection vector ({} for a plain user task)."""
+    if injection_task is None:
+        return {}
+    if not attack:
+        raise AmdError(f"{suite.name}/{task.ID}/{injection_task.ID}: an injection pair needs its attack's name")
+    return _attack(suite.name, attack).attack(task, injection_task)
+
+
 class AgentDojoEpisode:
     """One user task: one user turn (the task's prompt); the agent's last reply is the model output the utility
-    check reads."""
+    check reads. Under an attack, the environment carries the attack's texts and the injection task is checked
+    too."""
 
-    def __init__(self, task_id: str, suite, task):
+    def __init__(self, task_id: str, suite, task, injection_task=None, attack: str | None = None):
         from agentdojo.functions_runtime import FunctionsRuntime
 
         self.task_id = task_id
         self.instruction = task.PROMPT
         self.tools = [openai_tool(function) for function in suite.tools]
         self._suite, self._task = suite, task
+        self._injection_task, self._attack = injection_task, attack
         self._docs = _docs(suite.name)
-        self._env = task.init_environment(suite.load_and_inject_default_environment({}))
+        injections = _injections(suite, task, injection_task, attack)
+        self._env = task.init_environment(suite.load_and_inject_default_environment(injections))
         self._pre_env = self._env.model_copy(deep=True)
         self._runtime = FunctionsRuntime(suite.tools)
         self._traces = []  # FunctionCall per executed call, for utility_from_traces
@@ -260,6 +328,10 @@ class AgentDojoEpisode:
         details = {"utility": success, "suite": self._suite.name, "model_output": self._answer}
         if error:
             details["error"] = error
+        if self._injection_task is not None:
+            details |= {"attack": self._attack, "injection_task": self._injection_task.ID,
+                        "security": security(self._injection_task, self._answer, self._pre_env, self._env,
+                                             self._traces)}
         return Verdict(success=success, details=details, decoded_calls=self.decoded_calls,
                        step_limit_scored=AgentDojo.step_limit_scored)
 
@@ -289,6 +361,16 @@ def utility(task, answer: str, pre_env, post_env, traces) -> tuple[bool, str | N
         return bool(task.utility(answer, pre_env, post_env) if verdict is None else verdict), None
     except Exception as error:  # noqa: BLE001 - a check that crashes on an odd environment fails the task
         return False, f"{type(error).__name__}: {error}"
+
+
+def security(injection_task, answer: str, pre_env, post_env, traces) -> bool:
+    """The injection task's own check, as the package runs it: true when the attacker's goal was reached. A check
+    that raises counts as not reached."""
+    try:
+        verdict = injection_task.security_from_traces(answer, pre_env, post_env, traces)
+        return bool(injection_task.security(answer, pre_env, post_env) if verdict is None else verdict)
+    except Exception:  # noqa: BLE001 - as in `utility`
+        return False
 
 
 def observation(result) -> str:
