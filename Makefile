@@ -52,7 +52,7 @@ appworld-venv-or-skip: venv
 	    >/dev/null 2>&1 && exit 1; echo "PyPI is unreachable: the AppWorld tests will be skipped"; }
 
 run: venv
-	$(BIN)/snakemake --cores 8 all
+	$(BIN)/snakemake --cores all all
 
 test: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest

@@ -60,7 +60,8 @@ BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
 # before the benchmark's first job).
 BENCHMARKS.add("appworld", "amd.benchmarks.appworld:AppWorld", setup="appworld-venv")
 BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox")
-BENCHMARKS.add("agentdojo", unavailable="AgentDojo needs an adapter that is not written yet")
+# An extension: AgentDojo is not one of the paper's benchmarks (options: suite=banking,slack,...).
+BENCHMARKS.add("agentdojo", "amd.benchmarks.agentdojo:AgentDojo")
 
 # Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,
 # vllm:, local:) is a model (amd.llm.specs) driven by the `model` agent.
@@ -109,6 +110,9 @@ OUTPUTS = Registry("output")
 for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
                "table6_protocols"):
     OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
+# Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
+OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
+OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from amd.benchmarks.base import counted_success
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.schema import read_trajectories
@@ -77,7 +78,7 @@ def summarize(path) -> dict:
 
 def recheck(path) -> list[str]:
     """Re-score every stored trajectory with its benchmark's own checker; return the task ids whose verdict differs.
-    A task that did not finish (step cap, model error) fails whatever the checker says, as when it ran."""
+    A task that did not finish counts as when it ran (amd.benchmarks.base.counted_success)."""
     from amd.registry import create_benchmark
 
     benchmarks, mismatched = {}, []
@@ -85,7 +86,7 @@ def recheck(path) -> list[str]:
         for record in read_trajectories(path):
             name = record["benchmark"]
             benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
-            verdict = benchmark.rescore(record) and record["status"] == "finished"
+            verdict = counted_success(benchmark.rescore(record), record["status"], benchmark.step_limit_scored)
             if verdict != record["success"]:
                 mismatched.append(record["task_id"])
     finally:

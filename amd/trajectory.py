@@ -63,6 +63,7 @@ class Turn(TypedDict):
 class Tokens(TypedDict):
     prompt: int
     completion: int
+    cached_prompt: NotRequired[int]  # prompt tokens the server took from its prefix cache
 
 
 TrajectoryRecord = TypedDict("TrajectoryRecord", {

@@ -14,6 +14,8 @@ rule make_table:
         md=layout.TABLE.replace("{ext}", "md"),
     log:
         "results/logs/tables/{table}.log",
+    benchmark:
+        "results/benchmarks/tables/{table}.tsv"
     conda:
         "../environment.yml"
     threads: 1
@@ -38,6 +40,8 @@ rule make_figure:
         ),
     log:
         "results/logs/figures/{figure}.log",
+    benchmark:
+        "results/benchmarks/figures/{figure}.tsv"
     conda:
         "../environment.yml"
     threads: 1

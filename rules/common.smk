@@ -2,7 +2,7 @@
 # config first; paths come from amd/analysis/layout.py. Each job gets as params only the slice of config it uses.
 
 from amd.analysis import layout
-from amd.workflow.grid import Grid, log_path
+from amd.workflow.grid import Grid, benchmark_path, log_path
 
 grid = Grid(config)
 

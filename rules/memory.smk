@@ -9,11 +9,13 @@ rule build_memory:
         directory(layout.BANK_DIR),
     log:
         log_path(f"{layout.BANK_DIR}/build.log"),
+    benchmark:
+        benchmark_path(f"{layout.BANK_DIR}/build.log")
     wildcard_constraints:
         writer=grid.other_writers(),
     conda:
         "../environment.yml"
-    threads: 2
+    threads: 1
     resources:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,

@@ -8,6 +8,8 @@ rule score_run:
         "results/{run}/score.json",
     log:
         "results/logs/{run}/score.log",
+    benchmark:
+        "results/benchmarks/{run}/score.tsv"
     wildcard_constraints:
         run=r"[A-Za-z0-9_./-]+",
     conda:

@@ -8,11 +8,13 @@ rule run_student_zero_shot:
         layout.ZERO_SHOT_RUN,
     log:
         log_path(layout.ZERO_SHOT_RUN),
+    benchmark:
+        benchmark_path(layout.ZERO_SHOT_RUN)
     wildcard_constraints:
         student=grid.other_agents(),
     conda:
         "../environment.yml"
-    threads: grid.agent_threads
+    threads: 1
     resources:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
@@ -45,12 +47,14 @@ rule run_student_memory:
         layout.MEMORY_RUN,
     log:
         log_path(layout.MEMORY_RUN),
+    benchmark:
+        benchmark_path(layout.MEMORY_RUN)
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
     conda:
         "../environment.yml"
-    threads: grid.agent_threads
+    threads: 1
     resources:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,

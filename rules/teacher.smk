@@ -8,6 +8,8 @@ rule run_teacher:
         layout.TEACHER_RUN,
     log:
         log_path(layout.TEACHER_RUN),
+    benchmark:
+        benchmark_path(layout.TEACHER_RUN)
     wildcard_constraints:
         teacher=grid.other_agents(),
     conda:

@@ -76,6 +76,7 @@ class ScriptedServer:
     latency_s: float = 0.0
     capacity: int | None = None
     model: str = "scripted-model"
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
     requests: list[Received] = field(default_factory=list)
 
     def __post_init__(self):
@@ -124,18 +125,21 @@ class ScriptedServer:
             self._slots.release()
 
 
-def _completion(model: str, request: dict, content: str | None, tool_calls: list[dict] | None,
+def _completion(server, request: dict, content: str | None, tool_calls: list[dict] | None,
                 finish_reason: str = "stop") -> dict:
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     message = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": call}
                                  for i, call in enumerate(tool_calls)]
+    usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len((content or "").split()) + 1,
+             "total_tokens": prompt_chars // 4 + len((content or "").split()) + 2}
+    if server.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": server.cached_tokens}
     return {
-        "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": server.model,
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else finish_reason}],
-        "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len((content or "").split()) + 1,
-                  "total_tokens": prompt_chars // 4 + len((content or "").split()) + 2},
+        "usage": usage,
     }
 
 
@@ -180,11 +184,11 @@ def _handler_for(server: ScriptedServer):
 
         def _answer(self, body: dict, reply) -> None:
             if isinstance(reply, str):
-                self._send(200, json.dumps(_completion(server.model, body, reply, None)))
+                self._send(200, json.dumps(_completion(server, body, reply, None)))
             elif isinstance(reply, ToolCalls):
-                self._send(200, json.dumps(_completion(server.model, body, reply.content, reply.calls)))
+                self._send(200, json.dumps(_completion(server, body, reply.content, reply.calls)))
             elif isinstance(reply, Cut):
-                self._send(200, json.dumps(_completion(server.model, body, reply.content, None, "length")))
+                self._send(200, json.dumps(_completion(server, body, reply.content, None, "length")))
             elif isinstance(reply, Fault):
                 self._fault(reply)
             else:

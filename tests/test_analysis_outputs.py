@@ -149,6 +149,41 @@ def test_table6_scores_zero_shot_on_the_cross_split_evaluation_side_only(tmp_pat
     assert rows[("self_excluded", "zero_shot")].success == 25.0
 
 
+def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(grid, tmp_path):
+    table = tables.paired_tasks(load_runs(grid))
+    seed0 = table[(table["student"] == "qwen3_4b") & (table["seed"] == 0)].iloc[0]
+    assert (seed0["tasks"], seed0["zero_shot"], seed0["with_memory"]) == (4, 1, 3)
+    assert (seed0["memory_only"], seed0["zero_shot_only"], seed0["difference_pp"]) == (2, 0, 50.0)
+    assert seed0["solved_by_both"] == "multi_turn_base_2"
+    assert seed0["solved_only_with_memory"] == "multi_turn_base_0 multi_turn_base_1"
+    assert (seed0["sign_test_p"], seed0["smallest_p"]) == ("0.5", "0.125")  # 2 of 2 discordant; 4 tasks at best
+    seed1 = table[(table["student"] == "qwen3_4b") & (table["seed"] == 1)].iloc[0]
+    assert (seed1["memory_only"], seed1["zero_shot_only"], seed1["sign_test_p"]) == (1, 0, "1")
+    assert "qwen05" not in set(table["student"])  # zero-shot only: nothing to pair
+    tables.write_table("paired_tasks", table, tmp_path / "p.csv", tmp_path / "p.md", note="a handful of tasks")
+    assert (tmp_path / "p.md").read_text().startswith("**Paired per-task results")
+    with pytest.raises(AmdError, match="no student has both"):
+        tables.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
+
+
+def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
+    spec = "local:qwen2.5-coder-0.5b"
+    runs = {memcfg: student_run(tmp_path, "s", spec, memcfg, 0, [(True, 1), (False, 1), (True, 1)], k="wf1")
+            for memcfg in ("zero_shot", "wf")}
+    breaches = {"zero_shot": [False, True, False], "wf": [True, True, True]}
+    for memcfg, path in runs.items():
+        records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        for record, breached in zip(records, breaches[memcfg]):
+            record["checker"] = {"security": breached}
+        Path(path).write_text("".join(json.dumps(r) + "\n" for r in records))
+    row = tables.security_pairs(load_runs(list(runs.values()))).iloc[0]
+    assert (row["zero_shot"], row["with_memory"], row["memory_only"], row["zero_shot_only"]) == (1, 3, 2, 0)
+    assert row["breached_only_with_memory"] == "multi_turn_base_0 multi_turn_base_2"
+    assert row["utility_zero_shot_%"] == pytest.approx(200 / 3) and row["sign_test_p"] == "0.5"
+    with pytest.raises(AmdError, match="security_pairs: no student"):
+        tables.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
+
+
 def test_written_table_carries_caption_citation_and_note(grid, tmp_path):
     table = tables.table1_main(load_runs(grid))
     tables.write_table("table1_main", table, tmp_path / "t.csv", tmp_path / "t.md", note="pipeline demo only")

@@ -40,6 +40,17 @@ def test_second_identical_chat_is_served_from_cache_without_a_request():
     assert (model.ledger.requests, model.ledger.cache_hits) == (1, 1)
 
 
+def test_prompt_tokens_served_from_the_servers_prefix_cache_are_counted():
+    with ScriptedServer(cached_tokens=7) as server, vllm(server) as model:
+        first = model.chat(HELLO)
+        again = model.chat(HELLO)
+        other = model.chat([{"role": "user", "content": "other"}])
+    assert (first.cached_prompt_tokens, again.cached_prompt_tokens, other.cached_prompt_tokens) == (7, 7, 7)
+    assert again.cached and model.ledger.cached_prompt_tokens == 21
+    with ScriptedServer() as server, vllm(server, model="silent") as model:
+        assert model.chat(HELLO).cached_prompt_tokens == 0  # a server that does not say
+
+
 def test_cache_survives_a_new_model_object_and_another_server_port():
     with ScriptedServer() as a, vllm(a) as model:
         model.chat(HELLO)

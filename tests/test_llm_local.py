@@ -82,3 +82,15 @@ def test_embedded_qwen_answers_a_tiny_chat_offline(tmp_path_factory, monkeypatch
         reply = model.chat(messages)
     assert reply.error is None and "5" in reply.text
     assert reply.prompt_tokens > 10 and reply.completion_tokens >= 1 and reply.requests == 1
+
+
+def test_the_embedded_server_uses_one_thread_unless_told_otherwise(monkeypatch):
+    from amd.llm.local import DEFAULT_THREADS, server_threads
+
+    monkeypatch.delenv("AMD_LOCAL_THREADS", raising=False)
+    assert server_threads() == DEFAULT_THREADS == 1
+    monkeypatch.setenv("AMD_LOCAL_THREADS", "2")
+    assert server_threads() == 2 and server_threads(3) == 3
+    monkeypatch.setenv("AMD_LOCAL_THREADS", "0")
+    with pytest.raises(AmdError, match="at least 1 thread"):
+        server_threads()

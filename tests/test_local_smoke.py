@@ -41,3 +41,21 @@ def test_local_model_runs_a_bfcl_task_offline(tmp_path):
     assert again["model_requests"] == 0 and all(step["cached"] for step in again_steps)
     assert [s["model_text"] for s in again_steps] == [s["model_text"] for s in steps]
     assert again["decoded_calls"] == record["decoded_calls"] and again["success"] == record["success"]
+
+
+def test_a_request_with_another_prefix_does_not_evict_the_tool_docs(monkeypatch, tmp_path):
+    """The student's subtask decomposition between two agent steps: the second step still finds the tool docs in
+    the server's prefix cache (llama.cpp's host-memory prompt cache, amd.llm.local.PROMPT_CACHE_MIB)."""
+    from amd.benchmarks.agentdojo import AgentDojo
+    from amd.llm import open_model
+    from amd.memory.amd.decompose import decompose_instruction
+
+    monkeypatch.setenv("AMD_CACHE_DIR", str(tmp_path))
+    docs = json.dumps([tool["function"] for tool in AgentDojo(suite="banking").start("banking/user_task_0").tools])
+    system = {"role": "system", "content": f"Call these functions:\n{docs}"}
+    with open_model("local:qwen2.5-coder-0.5b", {"max_tokens": 8, "cache": False}) as model:
+        first = model.chat([system, {"role": "user", "content": "What is my balance?"}])
+        decompose_instruction(model.chat, "Pay the bill in bill-december-2023.txt.")
+        second = model.chat([system, {"role": "user", "content": "What is my IBAN?"}])
+    assert first.cached_prompt_tokens < 50 and first.prompt_tokens > 1000
+    assert second.cached_prompt_tokens >= first.prompt_tokens - 20

@@ -25,7 +25,7 @@ from amd.memory.amd import writers
 from amd.memory.amd.entries import build_entries, successful
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
-from amd.memory.placeholders import audit_insight, trajectory_values
+from amd.memory.placeholders import audit_insight, placeholder_for, trajectory_values
 from amd.memory.steps import steps_of
 from amd.registry import create_benchmark
 
@@ -145,6 +145,15 @@ def test_audit_repairs_planted_values_with_typed_placeholders():
     assert "<FILE_PATH>" in result.text and "<ID>" in result.text and "<TEXT>" in result.text
     assert "USR003" not in result.text and "final_report.pdf" not in result.text
     assert "GorillaFileSystem.mv" in result.text  # function names survive
+
+
+def test_placeholders_know_ibans_urls_and_id_arguments():
+    assert placeholder_for("GB29NWBK60161331926819", "recipient") == "<IBAN>"
+    assert placeholder_for("www.dora-website.com", "url") == "<URL>"
+    assert placeholder_for("https://example.org/a", "") == "<URL>"
+    assert placeholder_for("13", "file_id") == "<ID>" and placeholder_for(7, "id") == "<ID>"
+    assert placeholder_for("Alice", "recipient") == "<NAME>" and placeholder_for("notes.txt", "file_path") == "<FILE_PATH>"
+    assert placeholder_for("USR003", "receiver_id") == "<ID>" and placeholder_for("USR003", "") == "<ID>"
 
 
 def test_audit_rejects_overlong_or_functionless_insights():

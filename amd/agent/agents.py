@@ -60,7 +60,8 @@ class ModelAgent:
     def act(self) -> AgentReply:
         reply = self.model.chat(self.messages, self.tools if self.model.native_tools else None)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
-                            completion_tokens=reply.completion_tokens, cached=reply.cached,
+                            completion_tokens=reply.completion_tokens,
+                            cached_prompt_tokens=reply.cached_prompt_tokens, cached=reply.cached,
                             requests=reply.requests, error=reply.error, finish_reason=reply.finish_reason)
         if reply.error is None:
             if self.code_guide is not None:
@@ -117,10 +118,12 @@ class OracleAgent:
         turns = episode.reference_turns()
         if turns is None:
             raise AmdError(f"{episode.task_id}: the benchmark has no ground-truth actions for the oracle")
-        return cls(turns)
+        replies = episode.reference_replies() if hasattr(episode, "reference_replies") else None
+        return cls(turns, replies)
 
-    def __init__(self, reference_turns: list[list[Proposal]]):
+    def __init__(self, reference_turns: list[list[Proposal]], reference_replies: list[str] | None = None):
         self.reference_turns = reference_turns
+        self.reference_replies = reference_replies
         self.turn = -1
         self.pending: list[Proposal] = []
 
@@ -134,7 +137,8 @@ class OracleAgent:
 
     def act(self) -> AgentReply:
         if not self.pending:
-            return AgentReply(text="Done.")
+            replies = self.reference_replies
+            return AgentReply(text=replies[self.turn] if replies and self.turn < len(replies) else "Done.")
         proposal = self.pending.pop(0)
         return AgentReply(text=proposal.source, proposals=[proposal])
 

@@ -13,6 +13,7 @@ class AgentReply:
     proposals: list[Proposal] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cached: bool = False
     requests: int = 0
     error: str | None = None

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
-from amd.benchmarks.base import caps_turns
+from amd.benchmarks.base import caps_turns, counted_success
 
 
 @dataclass
@@ -50,13 +50,12 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "system_memory": system.records,
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
-        "success": bool(verdict.success) and status == "finished",
+        "success": counted_success(verdict.success, status, verdict.step_limit_scored),
         "checker": verdict.details,
         "status": status,
         "error": error,
         "n_steps": len(steps),
-        "tokens": {"prompt": sum(s["tokens"]["prompt"] for s in steps),
-                   "completion": sum(s["tokens"]["completion"] for s in steps)},
+        "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
         "model_requests": sum(s.pop("_requests") for s in steps),
         "wall_time_s": round(time.monotonic() - started, 3),
     }
@@ -98,7 +97,8 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
         "rejected": [],
         "observations": [],
         "error": False,
-        "tokens": {"prompt": reply.prompt_tokens, "completion": reply.completion_tokens},
+        "tokens": {"prompt": reply.prompt_tokens, "completion": reply.completion_tokens,
+                   "cached_prompt": reply.cached_prompt_tokens},
         "cached": reply.cached,
         "injected_memory": [],
         "model_error": reply.error,

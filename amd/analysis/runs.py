@@ -41,6 +41,8 @@ def summarize_run(path) -> dict:
         "task_ids": frozenset(metrics["success_by_task"]),
         **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
                                          "completion_tokens", "success_by_task", "steps_by_task")},
+        # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
+        "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]

@@ -240,3 +240,63 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+
+def paired_tasks(runs: pd.DataFrame) -> pd.DataFrame:
+    """Paired per-task results: every task zero-shot and with memory (same student, benchmark and seed), the tasks
+    solved by both, only with memory and only zero-shot, the paired difference in points, the exact two-sided sign
+    test on the discordant pairs and the smallest p that this many tasks could give."""
+    return _paired_rows(runs, "success_by_task", "paired_tasks", "solved")
+
+
+def security_pairs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Prompt injection, paired (beyond the paper: no memory paper reports it): per attacked task, whether the
+    attacker's goal was reached zero-shot and with memory; columns as in paired_tasks, counting breaches instead of
+    successes, plus the share of attacked tasks still solved."""
+    attacked = runs[runs["security_by_task"].map(bool)]
+    table = _paired_rows(attacked, "security_by_task", "security_pairs", "breached")
+    utility = {(row.benchmark, row.student, row.seed, row.memory): row.success_rate
+               for row in _students(attacked).itertuples()}
+    table.insert(6, "utility_zero_shot_%", [utility[(r.benchmark, r.student, r.seed, "zero_shot")]
+                                             for r in table.itertuples()])
+    table.insert(7, "utility_with_memory_%", [utility[(r.benchmark, r.student, r.seed, r.memory)]
+                                               for r in table.itertuples()])
+    return table
+
+
+def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.DataFrame:
+    """One row per memory run: its per-task verdicts in `column` paired with the zero-shot run of the same student,
+    benchmark and seed."""
+    students = _students(runs) if len(runs) else runs
+    rows = []
+    for (benchmark, student, seed), cell in students.groupby(["benchmark", "student", "seed"], dropna=False,
+                                                              sort=False):
+        zero_shot = cell[cell["memory"] == "zero_shot"]
+        for row in cell[cell["memory"] != "zero_shot"].itertuples() if len(zero_shot) else []:
+            pairs = _pairs(zero_shot.iloc[0][column], getattr(row, column), verb)
+            rows.append({"benchmark": benchmark, "student": student, "seed": seed, "memory": row.memory,
+                         "teacher": row.teacher, "k": row.k_text, **pairs})
+    if not rows:
+        raise AmdError(f"{name}: no student has both a zero-shot run and a memory run among --runs")
+    return _order(pd.DataFrame(rows), "memory", MEMORY_ORDER)
+
+
+def _pairs(zero_shot: dict, with_memory: dict, verb: str) -> dict:
+    """The paired comparison over the tasks both runs have (p values as text: 3 significant digits); `verb` names
+    what a true verdict means (solved, breached)."""
+    from scipy.stats import binomtest
+
+    shared = [task for task in zero_shot if task in with_memory]
+    both = [task for task in shared if zero_shot[task] and with_memory[task]]
+    gained = [task for task in shared if with_memory[task] and not zero_shot[task]]
+    lost = [task for task in shared if zero_shot[task] and not with_memory[task]]
+    discordant = len(gained) + len(lost)
+    p = binomtest(len(gained), discordant).pvalue if discordant else 1.0
+    smallest = binomtest(len(shared), len(shared)).pvalue if shared else 1.0
+    return {"tasks": len(shared), "zero_shot": len(both) + len(lost), "with_memory": len(both) + len(gained),
+            "memory_only": len(gained), "zero_shot_only": len(lost),
+            "difference_pp": 100.0 * (len(gained) - len(lost)) / len(shared) if shared else None,
+            "sign_test_p": f"{p:.3g}", "smallest_p": f"{smallest:.3g}",
+            f"{verb}_by_both": " ".join(both), f"{verb}_only_with_memory": " ".join(gained),
+            f"{verb}_only_zero_shot": " ".join(lost)}

@@ -59,6 +59,15 @@ class Verdict:
     success: bool
     details: dict
     decoded_calls: list  # per turn, per step, canonical call strings
+    step_limit_scored: bool = False  # see counted_success
+
+
+def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:
+    """A task counts as solved when the benchmark's check passes on an episode that finished. A benchmark whose own
+    harness checks an episode cut off by its step cap as it stands (AgentDojo's tool loop just stops after
+    max_iters) sets step_limit_scored; one whose harness force-quits it as failed (BFCL) does not. A model error
+    always fails."""
+    return bool(checked) and (status == "finished" or (step_limit_scored and status == "step_limit"))
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,9 @@ class Episode(Protocol):
 
     def reference_turns(self) -> list[list[Proposal]] | None:
         """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
+
+    # Optional: `reference_replies() -> list[str]`, the ground-truth final answer per turn, where the benchmark
+    # checks the agent's answer text (the oracle replies with it; without it, the oracle says "Done.").
 
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
@@ -109,6 +121,8 @@ class Benchmark(Protocol):
     def rescore(self, record: dict) -> bool:
         """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
 
+    step_limit_scored: bool  # its harness checks an episode cut off by the step cap as it stands (counted_success)
+
     def close(self) -> None:
         """Stop what the benchmark started (worker processes, servers); called when a run or build is done."""
 
@@ -118,6 +132,7 @@ class BenchmarkDefaults:
     call name `app.function` names its app, re-scoring is not offered and there is nothing to stop."""
 
     name = "benchmark"
+    step_limit_scored = False
 
     def task_group(self, task_id: str) -> str:
         return task_id

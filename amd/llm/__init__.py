@@ -42,13 +42,15 @@ def _openai_identity(spec: str, base_url) -> str:
 
 
 def _open_local(name: str, common: dict) -> ChatModel:
-    from amd.llm.local import DEFAULT_N_CTX, LocalServer, gguf_path
+    from amd.llm.local import DEFAULT_N_CTX, LocalServer, gguf_path, server_threads
 
     weights = LOCAL_WEIGHTS[name]
     params = common["params"]
+    threads = server_threads(params.get("threads"))
     server = LocalServer(gguf_path(weights), alias=name, n_ctx=int(params.get("n_ctx") or DEFAULT_N_CTX),
-                         threads=params.get("threads"))
+                         threads=threads)
     client = sdk_client(params, api_key="local", base_url=server.base_url)
     # These models never fill tool_calls here: the prompt carries the tool docs, the text parser reads calls.
-    return ChatModel(**common, identity=f"local:{name}@sha256:{weights.sha256}", client=client,
+    # The thread count is part of the identity: llama.cpp's greedy replies change with it (amd.llm.local).
+    return ChatModel(**common, identity=f"local:{name}@sha256:{weights.sha256}/threads={threads}", client=client,
                      native_tools=False, on_close=server.stop)

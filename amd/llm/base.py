@@ -10,6 +10,7 @@ class ChatReply:
     tool_calls: list[dict] = field(default_factory=list)  # native calls: {"name": str, "arguments": str (raw JSON)}
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens the server took from its prefix cache (not prefilled again)
     cached: bool = False  # served from the on-disk response cache, no request made
     requests: int = 0  # HTTP requests sent for this reply, retries included
     error: str | None = None  # set when no usable reply could be had after retries
@@ -22,6 +23,7 @@ class TokenLedger:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     requests: int = 0
     cache_hits: int = 0
     failures: int = 0
@@ -30,6 +32,7 @@ class TokenLedger:
     def add(self, reply: ChatReply) -> None:
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
+        self.cached_prompt_tokens += reply.cached_prompt_tokens
         self.requests += reply.requests
         self.cache_hits += int(reply.cached)
         self.failures += int(reply.error is not None)

@@ -199,9 +199,11 @@ def _to_reply(completion) -> ChatReply:
                   for function in functions if isinstance(function, dict)]
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
     finish_reason = choices[0].get("finish_reason")
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
     return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
                      completion_tokens=int(usage.get("completion_tokens") or 0),
+                     cached_prompt_tokens=int(details.get("cached_tokens") or 0),
                      finish_reason=finish_reason if isinstance(finish_reason, str) else None)
 
 

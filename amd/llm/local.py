@@ -21,6 +21,16 @@ from amd.paths import cache_dir
 CHUNK = 8 << 20
 DEFAULT_N_CTX = 32768  # the models' native context: a 40-step BFCL conversation can pass 12k tokens (KV ~0.4 GB at 0.5B)
 READY_TIMEOUT_S = 300.0
+# llama.cpp's host-memory prompt cache: a request with another prefix (the student's subtask decomposition) moves
+# the slot's cached prompt (the tool docs) to RAM, and the next request with that prefix restores it instead of
+# prefilling it again. Set here, not left to the library's default (bench/RESULTS.md: cold/warm prompt tokens).
+PROMPT_CACHE_MIB = 8192
+# One thread per server, whatever the machine. The greedy replies depend on llama.cpp's thread count (the same
+# request gave a 73-token reply with 2 threads and an 86-token one with 1, each reproducibly), so the count is
+# fixed and part of the response-cache identity. And one thread is robust: with 2 threads on 2 cores that other
+# work shares, decoding fell to 0.8 tok/s against 8.0 with 1 thread (load 9); two 1-thread servers run side by
+# side instead (profiles/default: local_llm).
+DEFAULT_THREADS = 1
 
 
 def gguf_path(weights: LocalWeights) -> Path:
@@ -86,8 +96,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def server_threads(threads: int | None = None) -> int:
+    """Threads of the embedded server: the given number, else $AMD_LOCAL_THREADS, else DEFAULT_THREADS."""
+    chosen = int(threads or os.environ.get("AMD_LOCAL_THREADS") or DEFAULT_THREADS)
+    if chosen < 1:
+        raise AmdError(f"the embedded server needs at least 1 thread, got {chosen}")
+    return chosen
 
 
 class LocalServer:
@@ -96,7 +110,7 @@ class LocalServer:
     def __init__(self, gguf: Path, alias: str, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None):
         import xllamacpp
 
-        threads = threads or available_cores()
+        threads = server_threads(threads)
         params = xllamacpp.CommonParams()
         params.model.path = str(gguf)
         params.model_alias = {alias}
@@ -105,6 +119,7 @@ class LocalServer:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.use_jinja = True
+        params.cache_ram_mib = PROMPT_CACHE_MIB
         params.verbosity = 0  # llama.cpp's per-request logging would drown the run's own output
         self.base_url = f"http://127.0.0.1:{params.port}/v1"
         self._server = xllamacpp.Server(params)

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 MAX_INSIGHT_WORDS = 120
 
 _EMAIL = re.compile(r"^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
+_IBAN = re.compile(r"^[A-Z]{2}\d{2}[A-Z0-9]{11,30}$")
+_URL = re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}|^\d{1,2}/\d{1,2}/\d{2,4}$|^\d{1,2}:\d{2}")
 _PATH = re.compile(r"/|\\|^[\w-]+\.[A-Za-z0-9]{1,5}$")
 _ID_LIKE = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{3,}$")
+_ID_KEYS = {"id", "ids"}  # an argument name ending in one of these (file_id, event_id) names an id
 _KEY_TYPES = [  # words of an argument name -> placeholder, checked in this order
     ({"email", "mail"}, "<EMAIL>"),
+    ({"url", "link", "website", "webpage"}, "<URL>"),
     ({"path", "file", "dir", "directory", "folder", "filename"}, "<FILE_PATH>"),
     ({"password", "token", "secret", "pin", "passcode"}, "<PASSWORD>"),
     ({"date", "time", "timestamp", "day"}, "<DATE>"),
@@ -30,13 +34,16 @@ def placeholder_for(value, key: str = "") -> str:
     if isinstance(value, bool):
         return "<BOOL>"
     text = str(value)
-    if _EMAIL.match(text):
-        return "<EMAIL>"
+    for pattern, placeholder in ((_EMAIL, "<EMAIL>"), (_IBAN, "<IBAN>"), (_URL, "<URL>")):
+        if pattern.match(text):
+            return placeholder
     if isinstance(value, str) and _DATE.match(text):
         return "<DATE>"
-    key_words = set(key.lower().split("_"))
+    key_words = key.lower().split("_")
+    if key_words[-1] in _ID_KEYS:
+        return "<ID>"
     for words, placeholder in _KEY_TYPES:
-        if key_words & words:
+        if words.intersection(key_words):
             return placeholder
     if isinstance(value, (int, float)):
         return "<NUMBER>"

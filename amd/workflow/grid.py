@@ -222,7 +222,7 @@ class Grid:
         return self.agent(wildcards.get("student") or wildcards.teacher)
 
     def local_llm_slots(self, wildcards) -> int:
-        """Global cap `local_llm`: one embedded llama.cpp server at a time."""
+        """Global cap `local_llm`: embedded llama.cpp servers at once (one thread each; profiles/default)."""
         return _uses(self.acting_agent(wildcards)["spec"], "local:")
 
     def api_slots(self, wildcards) -> int:
@@ -235,14 +235,11 @@ class Grid:
         return sum(_uses(spec, "openai:", "vllm:") for spec in specs)
 
     def bank_local_slots(self, wildcards) -> int:
-        """A model writer on the embedded llama.cpp server takes the one `local_llm` slot."""
+        """A model writer on the embedded llama.cpp server takes a `local_llm` slot."""
         return _uses(self.writer(wildcards.writer)["spec"], "local:")
 
     def writer_gpus(self, wildcards) -> int:
         return self.writer(wildcards.writer).get("serve", {}).get("gpus", 1)
-
-    def agent_threads(self, wildcards) -> int:
-        return 2 if self.local_llm_slots(wildcards) else 1
 
     def serve_gpus(self, wildcards) -> int:
         return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
@@ -276,3 +273,8 @@ def _uses(spec, *prefixes) -> int:
 
 def log_path(path: str) -> str:
     return path.replace("results/", "results/logs/", 1).rsplit(".", 1)[0] + ".log"
+
+
+def benchmark_path(path: str) -> str:
+    """Where Snakemake writes a job's wall time, CPU time and peak memory (bench/bench_embedded_default.py)."""
+    return path.replace("results/", "results/benchmarks/", 1).rsplit(".", 1)[0] + ".tsv"
