@@ -77,6 +77,7 @@ class ScriptedServer:
     capacity: int | None = None
     model: str = "scripted-model"
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
+    embed: callable = lambda text: [float(len(text)), 1.0]  # the /embeddings answer for one text
     requests: list[Received] = field(default_factory=list)
 
     def __post_init__(self):
@@ -123,6 +124,13 @@ class ScriptedServer:
             self.in_flight -= 1
         if self._slots:
             self._slots.release()
+
+
+def _embeddings(server, request: dict) -> dict:
+    """An OpenAI-style embeddings answer: each input text as `server.embed(text)` (a list of floats)."""
+    texts = request["input"] if isinstance(request["input"], list) else [request["input"]]
+    data = [{"object": "embedding", "index": i, "embedding": server.embed(text)} for i, text in enumerate(texts)]
+    return {"object": "list", "data": data, "model": request.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
 
 def _completion(server, request: dict, content: str | None, tool_calls: list[dict] | None,
@@ -172,6 +180,9 @@ def _handler_for(server: ScriptedServer):
             except ValueError:
                 body = None
             server._record(Received(self.path, _lower_keys(self.headers), body))
+            if self.path.rstrip("/").endswith("/embeddings") and body is not None:
+                self._send(200, json.dumps(_embeddings(server, body)))
+                return
             if not self.path.rstrip("/").endswith("/chat/completions") or body is None:
                 self._send(404 if body is not None else 400, json.dumps({"error": {"message": "bad request"}}))
                 return

@@ -114,3 +114,21 @@ def test_local_minilm_embeds_offline_with_meaningful_similarity():
     vectors = embedder.embed(["send a message to a colleague", "message my coworker", "buy shares of a stock"])
     assert vectors.shape == (3, 384)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_vectors_of_two_servers_serving_one_model_name_are_cached_apart(monkeypatch):
+    """OPENAI_BASE_URL elsewhere: the server is part of the vector cache key, as it is of the chat cache's."""
+    from scripted_server import ScriptedServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ScriptedServer(embed=lambda text: [1.0, 0.0]) as first, ScriptedServer(embed=lambda text: [0.0, 1.0]) as second:
+        vectors = []
+        for server in (first, second, first):
+            monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+            embedder = embed.OpenAIEmbedder("text-embedding-3-small")
+            embedder.dim = 2
+            vectors.append(embedder.embed(["the same text"])[0])
+        assert [len(s.requests) for s in (first, second)] == [1, 1]  # the third call came from the cache
+    assert vectors[0].tolist() == [1.0, 0.0] and vectors[1].tolist() == [0.0, 1.0] == vectors[2].tolist()[::-1]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert embed.OpenAIEmbedder("text-embedding-3-small").identity == "openai:text-embedding-3-small"

@@ -2,13 +2,14 @@
 ChatReply. Specs are described in amd.llm.specs; params in amd.llm.client (sampling vs transport)."""
 
 import os
+from urllib.parse import urlsplit
 
 from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.client import ChatModel, resolve_params, sdk_client
 from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
 
-__all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model"]
+__all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model", "openai_identity"]
 
 OPENAI_API_HOST = "api.openai.com"
 QWEN3_NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
@@ -23,7 +24,7 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
             raise AmdError(f"{spec} needs OPENAI_API_KEY")
         client = sdk_client(params)
         # max_completion_tokens: newer OpenAI models refuse max_tokens.
-        return ChatModel(**common, identity=_openai_identity(spec, client.base_url), client=client,
+        return ChatModel(**common, identity=openai_identity(spec, str(client.base_url)), client=client,
                          native_tools=True, token_field="max_completion_tokens")
     if parsed.kind == "vllm":
         client = sdk_client(params, api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
@@ -32,13 +33,15 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
     return _open_local(parsed.model, common)
 
 
-def _openai_identity(spec: str, base_url) -> str:
-    """The cache identity of an openai: model: its spec on the OpenAI API; elsewhere (OPENAI_BASE_URL) the server
-    is part of it, so two servers that serve one model name never share cached replies. No credentials."""
-    if base_url.host == OPENAI_API_HOST:
+def openai_identity(spec: str, base_url: str) -> str:
+    """The cache identity of an openai: model (chat or embeddings): its spec on the OpenAI API; elsewhere
+    (OPENAI_BASE_URL) the server is part of it, so two servers that serve one model name never share cached
+    replies or vectors. No credentials."""
+    url = urlsplit(base_url)
+    if url.hostname == OPENAI_API_HOST:
         return spec
-    port = f":{base_url.port}" if base_url.port else ""
-    return f"{spec}@{base_url.scheme}://{base_url.host}{port}{base_url.path.rstrip('/')}"
+    port = f":{url.port}" if url.port else ""
+    return f"{spec}@{url.scheme}://{url.hostname}{port}{url.path.rstrip('/')}"
 
 
 def _open_local(name: str, common: dict) -> ChatModel:

@@ -27,6 +27,11 @@ class Embedder:
     spec: str
     dim: int
     cacheable = True
+
+    @property
+    def identity(self) -> str:
+        """What the vector cache is keyed on besides the text: the spec, and the server where it matters."""
+        return self.spec
     request_size: int | None = None  # texts per model call; None: all missing texts in one call
 
     def _encode(self, texts: list[str], progress: bool) -> np.ndarray:
@@ -39,7 +44,7 @@ class Embedder:
         The texts missing from both caches go to the model in as few calls as it takes (one for a local model,
         which then batches them by length across the whole list); each call's vectors are cached as it returns."""
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
-        keys = [cache_key(self.spec, text) for text in texts]
+        keys = [cache_key(self.identity, text) for text in texts]
         memo = self.__dict__.setdefault("_memo", {})
         found = {key: memo[key] for key in keys if key in memo}
         store = VectorCache() if self.cacheable and len(found) < len(keys) else None
@@ -160,6 +165,12 @@ class OpenAIEmbedder(Embedder):
             raise AmdError(f"unknown OpenAI embedding model {model!r}; known: {', '.join(OPENAI_DIMS)}")
         self.spec, self.dim, self.model = f"openai:{model}", OPENAI_DIMS[model], model
         self._client = None
+
+    @property
+    def identity(self) -> str:
+        from amd.llm import openai_identity
+
+        return openai_identity(self.spec, os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 
     def _encode(self, texts, progress):
         if self._client is None:
