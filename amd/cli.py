@@ -62,6 +62,11 @@ def _add_run(commands) -> None:
     run.add_argument("--temperature", type=_temperature, default=0.0,
                      help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
     run.add_argument("--max-tokens", type=int, default=512)
+    run.add_argument("--prompting", choices=("amd", "official"), default="amd",
+                     help="amd: our system prompt (default); official: no system prompt of ours, the benchmark's "
+                          "messages and native tools alone, as an official function-calling harness sends them")
+    run.add_argument("--think", choices=("on", "off"), default="off",
+                     help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
     run.add_argument("--max-retries", type=int, default=6,

@@ -98,6 +98,9 @@ def _agent_factory(args):
 
     agent_class = AGENTS.load("model")
     params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    # recorded only when asked for, so the runs made before these options existed still resume
+    params |= {"prompting": args.prompting} if args.prompting != "amd" else {}
+    params |= {"think": True} if args.think == "on" else {}
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()

@@ -284,3 +284,37 @@ def test_the_sdks_telemetry_headers_are_not_sent():
     headers = server.chat_requests()[0].headers
     assert headers["authorization"] == "Bearer EMPTY"
     assert not [name for name in headers if name.startswith("x-stainless")]
+
+
+def test_qwen3_thinking_is_off_unless_asked_and_only_for_qwen3_on_vllm():
+    from amd.llm import open_model
+
+    with ScriptedServer(lambda request: "ok") as server:
+        for think in (False, True):
+            with open_model(f"vllm:Qwen/Qwen3-4B@{server.url}", {**FAST, "think": think, "cache": False}) as model:
+                model.chat([{"role": "user", "content": "hi"}])
+        bodies = [request.body for request in server.chat_requests()]
+    assert [b["chat_template_kwargs"]["enable_thinking"] for b in bodies] == [False, True]
+    with pytest.raises(AmdError, match="Qwen3 models only"):
+        open_model("vllm:meta-llama/Llama-3.1-8B-Instruct@http://127.0.0.1:9/v1", {"think": True})
+
+
+def test_official_prompting_sends_the_benchmark_messages_alone():
+    from amd.agent.agents import ModelAgent
+    from amd.llm import open_model
+
+    tools = [{"type": "function", "function": {"name": "ls", "description": "List.", "parameters": {
+        "type": "object", "properties": {}}}}]
+    with ScriptedServer(lambda request: "done") as server:
+        for prompting, memory in (("official", ""), ("official", "MEMORY"), ("amd", "")):
+            with open_model(f"vllm:student@{server.url}", {**FAST, "prompting": prompting, "cache": False}) as model:
+                agent = ModelAgent(model)
+                agent.begin(tools, memory)
+                agent.add_user("List my files.")
+                agent.act()
+        sent = [request.body["messages"] for request in server.chat_requests()]
+    assert sent[0] == [{"role": "user", "content": "List my files."}]
+    assert sent[1][0] == {"role": "system", "content": "MEMORY"} and len(sent[1]) == 2
+    assert sent[2][0]["role"] == "system" and "MEMORY" not in sent[2][0]["content"] and len(sent[2][0]["content"]) > 20
+    with pytest.raises(AmdError, match="unknown prompting"):
+        open_model(f"vllm:student@{server.url}", {"prompting": "bfcl"})

@@ -50,6 +50,10 @@ def test_every_run_flag_is_one_amd_run_accepts():
     parsed = build_parser().parse_args(["run", "bfcl", "--agent", "oracle", "--out", "x", *shlex.split(flags)])
     assert {key: getattr(parsed, key) for key in SAMPLE_VALUES} == SAMPLE_VALUES
     assert "--temperature" not in args.run_flags(SAMPLE_VALUES, samples=False)
+    model_options = args.run_flags({"prompting": "official", "think": True}, samples=True)
+    parsed = build_parser().parse_args(["run", "bfcl", "--agent", "x:y", "--out", "x", *shlex.split(model_options)])
+    assert (parsed.prompting, parsed.think) == ("official", "on")
+    assert args.run_flags({"prompting": "official", "think": True}, samples=False) == ""
 
 
 def parse_shell(command: str):

@@ -13,6 +13,8 @@ from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, action_for
 from amd.errors import AmdError
 from amd.prompts import load_prompt
 
+OFFICIAL = "official"
+
 
 class ModelAgent:
     """Talks to a model through `amd.llm` (OpenAI SDK), in the episode's action format. Tool calls: native ones
@@ -38,6 +40,9 @@ class ModelAgent:
 
     def begin(self, tools: list[dict], memory_text: str) -> None:
         self.tools = tools
+        if self.model.params["prompting"] == OFFICIAL:
+            self._begin_official(memory_text)
+            return
         if self.code_guide is not None:
             self.tools = []  # code actions: the model gets no tools, it writes code
             system = load_prompt("agent_system_code").format(guide=self.code_guide)
@@ -52,6 +57,15 @@ class ModelAgent:
         if memory_text:
             system = f"{system}\n\n{memory_text}"
         self.messages = [{"role": "system", "content": system}]
+
+    def _begin_official(self, memory_text: str) -> None:
+        """The official function-calling harnesses' messages: the tools go as native tools, no system prompt of
+        ours; only the benchmark's own system message and the memory, where there are any, as a system message."""
+        if not self.model.native_tools or self.code_guide is not None:
+            raise AmdError(f"prompting 'official' needs native tool calls; {self.model.spec} reads calls from text "
+                           "or the benchmark acts in code")
+        system = "\n\n".join(part for part in (self.benchmark_system, memory_text) if part)
+        self.messages = [{"role": "system", "content": system}] if system else []
 
     def add_user(self, text: str, memory_text: str = "") -> None:
         content = f"{text}\n\n{memory_text}" if memory_text else text

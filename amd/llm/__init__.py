@@ -12,12 +12,16 @@ from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
 __all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model", "openai_identity"]
 
 OPENAI_API_HOST = "api.openai.com"
-QWEN3_NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+def qwen3_thinking(enabled: bool) -> dict:
+    """Qwen3's chat-template switch (off in the paper's runs; `--think on` turns it on)."""
+    return {"chat_template_kwargs": {"enable_thinking": bool(enabled)}}
 
 
 def open_model(spec: str, params: dict | None = None) -> ChatModel:
     parsed = parse_spec(spec)
     params = resolve_params(params)
+    if params["think"] and parsed.kind != "vllm":
+        raise AmdError(f"thinking can be switched on for Qwen3 models served by vLLM only, not {spec}")
     common = {"spec": spec, "model": parsed.model, "params": params}
     if parsed.kind == "openai":
         if not os.environ.get("OPENAI_API_KEY"):
@@ -28,8 +32,10 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
                          native_tools=True, token_field="max_completion_tokens")
     if parsed.kind == "vllm":
         client = sdk_client(params, api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
+        if params["think"] and not parsed.is_qwen3:
+            raise AmdError(f"thinking can be switched on for Qwen3 models only, not {spec}")
         return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
-                         extra_body=QWEN3_NO_THINKING if parsed.is_qwen3 else None)
+                         extra_body=qwen3_thinking(params["think"]) if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
 
 

@@ -26,6 +26,11 @@ SAMPLING_DEFAULTS = {"temperature": 0, "max_tokens": 512, "seed": 0, "top_p": No
 TRANSPORT_DEFAULTS = {"max_retries": 6, "timeout_s": 600.0, "cache": True}
 # Settings of the embedded server (local: specs only).
 LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
+# How the model is asked, beyond sampling: Qwen3's thinking (chat template switch; off unless asked), and whose
+# prompt the agent uses (amd.agent.agents.ModelAgent: "amd", or "official": the benchmark's messages alone, as an
+# official function-calling harness sends them).
+MODEL_OPTIONS = {"think": False, "prompting": "amd"}
+PROMPTING = ("amd", "official")
 # The SDK's telemetry headers, dropped: validating and sending them is 0.06-0.17 ms of a 1-2 ms request, and a step
 # is CPU-bound when many tasks share one server (bench/bench_step_overhead.py, bench/RESULTS.md).
 _OMIT = openai.Omit()
@@ -56,11 +61,14 @@ def sdk_client(params: dict, **settings) -> openai.OpenAI:
 
 def resolve_params(params: dict | None) -> dict:
     params = dict(params or {})
-    unknown = set(params) - set(SAMPLING_DEFAULTS) - set(TRANSPORT_DEFAULTS) - LOCAL_SERVER_PARAMS
+    unknown = set(params) - set(SAMPLING_DEFAULTS) - set(TRANSPORT_DEFAULTS) - LOCAL_SERVER_PARAMS - set(MODEL_OPTIONS)
     if unknown:
-        known = sorted({*SAMPLING_DEFAULTS, *TRANSPORT_DEFAULTS, *LOCAL_SERVER_PARAMS})
+        known = sorted({*SAMPLING_DEFAULTS, *TRANSPORT_DEFAULTS, *LOCAL_SERVER_PARAMS, *MODEL_OPTIONS})
         raise AmdError(f"unknown model parameter(s) {sorted(unknown)}; known: {', '.join(known)}")
-    return {**SAMPLING_DEFAULTS, **TRANSPORT_DEFAULTS, **params}
+    resolved = {**SAMPLING_DEFAULTS, **TRANSPORT_DEFAULTS, **MODEL_OPTIONS, **params}
+    if resolved["prompting"] not in PROMPTING:
+        raise AmdError(f"unknown prompting {resolved['prompting']!r}; known: {', '.join(PROMPTING)}")
+    return resolved
 
 
 class MalformedReply(ValueError):

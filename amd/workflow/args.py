@@ -6,8 +6,10 @@ import shlex
 
 # `run` settings (and their per-agent overrides) -> `amd run` flags.
 RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-steps",
-             "temperature": "--temperature", "max_tokens": "--max-tokens", "concurrency": "--concurrency"}
-SAMPLING = ("temperature", "max_tokens")  # what a model-free agent never gets; a writer's --writer-params
+             "temperature": "--temperature", "max_tokens": "--max-tokens", "concurrency": "--concurrency",
+             "prompting": "--prompting", "think": "--think"}
+SAMPLING = ("temperature", "max_tokens")  # a writer's --writer-params
+MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never gets
 AGENT_KEYS = ("spec", "serve")  # agent keys that are not `run` settings: the agent spec and how it is served
 BASE_URL = "{base_url}"  # filled in by `amd serve-run`
 
@@ -24,8 +26,12 @@ def agent_flag(spec: str, served: bool) -> str:
 def run_flags(settings: dict, samples: bool) -> str:
     """Step limits, sampling and concurrency; without sampling settings for an agent that samples nothing (so
     changing them never reruns it)."""
-    chosen = {key: value for key, value in settings.items() if samples or key not in SAMPLING}
-    return " ".join(f"{RUN_FLAGS[key]} {quoted(value)}" for key, value in sorted(chosen.items()))
+    chosen = {key: value for key, value in settings.items() if samples or key not in MODEL_ONLY}
+    return " ".join(f"{RUN_FLAGS[key]} {quoted(_flag_value(value))}" for key, value in sorted(chosen.items()))
+
+
+def _flag_value(value) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def writer_flags(entry: dict, served: bool = False) -> str:
