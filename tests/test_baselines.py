@@ -246,9 +246,9 @@ def test_rules_banks_are_deterministic_and_labelled_model_free(tmp_path, method)
 
 def test_rules_writers_describe_the_failure_and_the_stages():
     failed, trading = all_records()[3], all_records()[1]
-    items = reasoningbank.bank_entry(failed, BFCL)[0]["items"]
+    items = reasoningbank.bank_entries(failed, BFCL)[0][0]["items"]
     assert items[0]["title"] == "Avoid the failing GorillaFileSystem.rm call"
-    script = memp.bank_entry(failed, BFCL)[0]["script"]
+    script = memp.bank_entries(failed, BFCL)[0][0]["script"]
     assert "FAILED: GorillaFileSystem.rm returned \"rm: cannot remove\"" in script
     segments = sasm.bank_entries(trading, BFCL)[0]
     assert [(s["stage"], s["start_step"], s["end_step"]) for s in segments] == [("query", 0, 1), ("execute", 2, 3)]

@@ -49,6 +49,18 @@ def baseline_manifest(used: list[dict], audit: Counter) -> dict:
             "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}}
 
 
+def distill_each_task(method: str, records: list[dict], context, distill) -> tuple[list[dict], Counter, list]:
+    """What the three baselines share in building: no build options, one record per task (successes and failures
+    alike), `distill(record, benchmark, chat) -> (entries, writer audit)` over them (a model writer serves several
+    at once); returns the entries in record order, the summed audit and the records used."""
+    reject_options(method, context.options)
+    used = one_per_task(records)
+    results = context.map(lambda record: distill(record, context.benchmark(record["benchmark"]),
+                                                 context.writer.chat), used)
+    entries = [entry for record_entries, _ in results for entry in record_entries]
+    return entries, sum((audit for _, audit in results), Counter()), used
+
+
 def reject_options(method: str, options: dict, kind: str = "build") -> None:
     if options:
         raise AmdError(f"memory method {method} has no {kind} option {sorted(options)}")

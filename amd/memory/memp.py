@@ -31,11 +31,11 @@ from amd.memory.baselines import (
     SUCCESS,
     ask_model,
     baseline_manifest,
+    distill_each_task,
     error_message,
     executed,
     first_error,
     is_slot,
-    one_per_task,
     outcome,
     reject_options,
     run_text,
@@ -69,12 +69,8 @@ class Memp:
     version = "1"
 
     def build(self, records: list[dict], context) -> BankContents:
-        reject_options(self.name, context.options)
-        used = one_per_task(records)
-        results = context.map(lambda record: bank_entry(record, context.benchmark(record["benchmark"]),
-                                                        context.writer.chat), used)
-        audit = sum((result_audit for _, result_audit in results), Counter())
-        return BankContents(entries={PROCEDURE: [entry for entry, _ in results]}, embedded={PROCEDURE: "key"},
+        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
+        return BankContents(entries={PROCEDURE: entries}, embedded={PROCEDURE: "key"},
                             manifest=baseline_manifest(used, audit))
 
     def open(self, bank, config, settings) -> "AveFactHooks":
@@ -82,8 +78,8 @@ class Memp:
         return AveFactHooks(bank, config, settings)
 
 
-def bank_entry(record: dict, benchmark, chat=None) -> tuple[dict, Counter]:
-    """One record's entry and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
+def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
+    """One record's entry (in a list, as every baseline gives its entries) and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
     audit, steps, task_id = Counter(), steps_of(record), record["task_id"]
     keywords = model_keywords(chat, record["instruction"], task_id, audit) if chat else None
     script = model_script(chat, record, steps, audit) if chat else None
@@ -94,7 +90,7 @@ def bank_entry(record: dict, benchmark, chat=None) -> tuple[dict, Counter]:
              "task": record["instruction"], "keywords": keywords,
              "key": f"{record['instruction']} {' '.join(keywords)}", "success": outcome(record) == SUCCESS,
              "script": script or rules_script(benchmark, record, steps)}
-    return entry, audit
+    return [entry], audit
 
 
 # ---- keywords (writer and student) ---------------------------------------------------------------------------------

@@ -26,10 +26,10 @@ from amd.memory.baselines import (
     ask_model,
     baseline_manifest,
     call_order,
+    distill_each_task,
     error_message,
     executed,
     first_error,
-    one_per_task,
     outcome,
     reject_options,
     run_text,
@@ -52,12 +52,8 @@ class ReasoningBank:
     version = "1"
 
     def build(self, records: list[dict], context) -> BankContents:
-        reject_options(self.name, context.options)
-        used = one_per_task(records)
-        results = context.map(lambda record: bank_entry(record, context.benchmark(record["benchmark"]),
-                                                        context.writer.chat), used)
-        audit = sum((result_audit for _, result_audit in results), Counter())
-        return BankContents(entries={REASONING: [entry for entry, _ in results]}, embedded={REASONING: "query"},
+        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
+        return BankContents(entries={REASONING: entries}, embedded={REASONING: "query"},
                             manifest=baseline_manifest(used, audit))
 
     def open(self, bank, config, settings) -> "ReasoningHooks":
@@ -65,8 +61,8 @@ class ReasoningBank:
         return ReasoningHooks(bank, config, settings)
 
 
-def bank_entry(record: dict, benchmark, chat=None) -> tuple[dict, Counter]:
-    """One record's entry and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
+def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
+    """One record's entry (in a list, as every baseline gives its entries) and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
     audit = Counter()
     steps = steps_of(record)
     items = model_items(chat, record, steps, audit) if chat else None
@@ -76,7 +72,7 @@ def bank_entry(record: dict, benchmark, chat=None) -> tuple[dict, Counter]:
     entry = {"id": f"{REASONING}:{task_id}:0", "type": REASONING, "source_task_id": task_id,
              "query": record["instruction"], "outcome": outcome(record),
              "items": items or rules_items(benchmark, record, steps)}
-    return entry, audit
+    return [entry], audit
 
 
 # ---- model writer --------------------------------------------------------------------------------------------------

@@ -35,11 +35,11 @@ from amd.memory.baselines import (
     SUCCESS,
     ask_model,
     baseline_manifest,
+    distill_each_task,
     error_message,
     executed,
     is_slot,
     numbered_steps,
-    one_per_task,
     outcome,
     reject_options,
     run_text,
@@ -76,13 +76,8 @@ class Sasm:
     version = "1"
 
     def build(self, records: list[dict], context) -> BankContents:
-        reject_options(self.name, context.options)
-        used = one_per_task(records)
-        results = context.map(lambda record: bank_entries(record, context.benchmark(record["benchmark"]),
-                                                          context.writer.chat), used)
-        audit = sum((result_audit for _, result_audit in results), Counter())
-        return BankContents(entries={STAGE: [entry for entries, _ in results for entry in entries]},
-                            embedded={STAGE: "description"},
+        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
+        return BankContents(entries={STAGE: entries}, embedded={STAGE: "description"},
                             manifest=baseline_manifest(used, audit) | {"stages": list(STAGES)})
 
     def open(self, bank, config, settings) -> "StageHooks":
