@@ -222,3 +222,13 @@ def test_the_injection_reaches_the_agent_and_following_it_is_recorded_as_a_secur
               "turns": [{"user": "", "steps": [{"model_text": "x", "calls": [vars(c) for c in read.calls]},
                                                {"model_text": "Done.", "calls": []}]}]}
     assert AgentDojo().rescore(record) is verdict.success is False  # the bill was never paid
+
+
+def test_a_native_call_whose_arguments_cannot_be_read_is_refused_not_run_without_them():
+    from amd.agent.parsing import parse_reply
+
+    episode = AgentDojo(suite="banking").start("banking/user_task_0")
+    episode.next_user_message(None)
+    [proposal] = parse_reply("", [{"name": "send_money", "arguments": '["UK12", 100]'}])
+    outcome = episode.execute([proposal])
+    assert outcome.calls == [] and outcome.error and "must be a JSON object" in outcome.rejected[0]["reason"]

@@ -29,8 +29,7 @@ from amd.benchmarks.bfcl_calls import (
     MAX_SOURCE_CHARS,
     CallRejected,
     canonical_call,
-    parse_call,
-    validate_arguments,
+    read_call,
 )
 from amd.errors import AmdError, did_you_mean
 
@@ -242,10 +241,7 @@ def checked_call(proposal: Proposal, docs: dict[str, dict]) -> tuple[str, dict]:
     known names, string-encoded lists decoded as the package's executor does, valid for the function's own model."""
     from pydantic import ValidationError
 
-    if proposal.name is not None or proposal.arguments is not None:
-        name, arguments = validate_arguments(proposal.name, proposal.arguments, docs)
-    else:
-        name, arguments = parse_call(proposal.source, docs)
+    name, arguments = read_call(proposal, docs)
     arguments = {key: _list_from_string(value) for key, value in arguments.items()}
     try:
         _functions()[name].parameters.model_validate(arguments)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 
@@ -186,12 +186,7 @@ class BfclEpisode:
 
     def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
         try:
-            if proposal.malformed:
-                raise CallRejected(proposal.malformed)
-            if proposal.name is not None or proposal.arguments is not None:
-                name, kwargs = validate_arguments(proposal.name, proposal.arguments, self._docs)
-            else:
-                name, kwargs = parse_call(proposal.source, self._docs)
+            name, kwargs = read_call(proposal, self._docs)
         except CallRejected as error:
             outcome.rejected.append({"text": proposal.source, "reason": str(error)})
             outcome.observations.append(json.dumps({"error": f"rejected call: {error}"}))

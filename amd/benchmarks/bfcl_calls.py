@@ -51,6 +51,16 @@ def parse_call(source: str, docs: dict[str, dict]) -> tuple[str, dict]:
     return name, _bind(name, doc, positional, keywords)
 
 
+def read_call(proposal, docs: dict[str, dict]) -> tuple[str, dict]:
+    """(name, keyword arguments) of a proposed call, or CallRejected: a structured call (JSON or native) is checked
+    as it is, text is parsed with `parse_call`, and one whose arguments could not be read is refused outright."""
+    if proposal.malformed:
+        raise CallRejected(proposal.malformed)
+    if proposal.name is not None or proposal.arguments is not None:
+        return validate_arguments(proposal.name, proposal.arguments, docs)
+    return parse_call(proposal.source, docs)
+
+
 def validate_arguments(name, arguments, docs: dict[str, dict]) -> tuple[str, dict]:
     """Check a structured call (JSON or native tool call) the same way as parsed text."""
     if not isinstance(name, str):

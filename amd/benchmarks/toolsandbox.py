@@ -31,7 +31,7 @@ from jsonschema.exceptions import best_match
 
 from amd.agent.parsing import parse_reply
 from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.prompts import load_prompt
 
@@ -225,12 +225,7 @@ class ToolSchema:
 
     def check(self, proposal: Proposal) -> tuple[str, dict]:
         """(name, arguments) of a call that may run, or CallRejected with the reason shown to the agent."""
-        if proposal.malformed:
-            raise CallRejected(proposal.malformed)
-        if proposal.name is not None or proposal.arguments is not None:
-            name, arguments = validate_arguments(proposal.name, proposal.arguments, self.docs)
-        else:
-            name, arguments = parse_call(proposal.source, self.docs)
+        name, arguments = read_call(proposal, self.docs)
         arguments = _as_json(arguments)
         error = best_match(self._validators[name].iter_errors(arguments))
         if error is not None:
