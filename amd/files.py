@@ -18,16 +18,18 @@ def sha256_file(path) -> str:
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode: str = "w"):
-    """Write `path` through a temporary file in the same folder, fsynced and renamed into place on success;
-    on any error the temporary file is removed and `path` is left as it was."""
+def atomic_file(path, mode: str = "w", durable: bool = True):
+    """Write `path` through a temporary file in the same folder, renamed into place on success (fsynced first when
+    `durable`; a cache that can be rebuilt skips that); on any error the temporary file is removed and `path` is
+    left as it was."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:

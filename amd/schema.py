@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 
 from amd.errors import AmdError
+from amd.files import atomic_file
 
 SCHEMA_NAME = "amd.trajectory/1"
 
@@ -80,9 +81,5 @@ def rewrite_sorted(path, sort_key) -> None:
     path = Path(path)
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     lines.sort(key=lambda line: sort_key(json.loads(line)))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_file(path) as handle:
         handle.writelines(line + "\n" for line in lines)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)

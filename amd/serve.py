@@ -13,14 +13,11 @@ import logging
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 
 from amd.errors import AmdError
+from amd.net import free_port, wait_for_models
 
 log = logging.getLogger("amd.serve")
 PLACEHOLDER = "{base_url}"
@@ -43,12 +40,6 @@ def _serve_run_command(args) -> int:
         raise AmdError("serve-run: no command given after --")
     server = [args.vllm, "serve", args.model, *shlex.split(args.serve_args)]
     return serve_and_run(server, command, startup_timeout=args.startup_timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_and_run(server: list[str], command: list[str], startup_timeout: float = 1800.0) -> int:
@@ -74,18 +65,10 @@ def _exit_on_sigterm(signum, frame):
 
 
 def _wait_until_ready(process, base_url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    if not wait_for_models(base_url, timeout, alive=lambda: process.poll() is None):
         if process.poll() is not None:
             raise AmdError(f"serve-run: the server exited with code {process.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as reply:
-                if reply.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    raise AmdError(f"serve-run: no answer from {base_url}/models within {timeout:.0f} s")
+        raise AmdError(f"serve-run: no answer from {base_url}/models within {timeout:.0f} s")
 
 
 def _stop(process, grace: float = 30.0) -> None:

@@ -12,7 +12,7 @@ from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, script
 from amd.errors import AmdError
 from amd.llm import open_model
 from amd.llm.client import ChatModel, resolve_params, sdk_client
-from amd.llm.local import free_port
+from amd.net import free_port
 
 FAST = {"max_retries": 3, "timeout_s": 5}
 HELLO = [{"role": "user", "content": "hello"}]

@@ -8,7 +8,6 @@ Scoring uses the package's official multi-turn checker on our canonical call str
 
 import copy
 import functools
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -21,6 +20,7 @@ from pathlib import Path
 from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, read_call
 from amd.errors import AmdError, did_you_mean
+from amd.files import sha256_file
 from amd.paths import cache_dir
 
 CATEGORY = "multi_turn_base"
@@ -65,8 +65,8 @@ def _dataset() -> _Dataset:
     }
     version = {
         "package": f"bfcl-eval=={importlib.metadata.version('bfcl-eval')}",
-        "sha256": _sha256(questions),
-        "ground_truth_sha256": _sha256(answers),
+        "sha256": sha256_file(questions),
+        "ground_truth_sha256": sha256_file(answers),
         "category": CATEGORY,
     }
     return _Dataset(entries, ground_truth, class_docs, version, _groups_by_first_turn(entries))
@@ -334,7 +334,3 @@ def _padded(decoded: list, n_turns: int) -> list:
 def _read_jsonl(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,9 +10,9 @@ processes never see a partial file; two writers of one key write the same reply,
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from amd.files import atomic_file
 
 
 def request_key(identity: str, body: bytes) -> str:
@@ -39,11 +39,5 @@ class ResponseCache:
     def put(self, key: str, reply: dict) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:  # json.dumps: json.dump would encode in pure Python
-                f.write(json.dumps({"key": key, "reply": reply}, ensure_ascii=False, separators=(",", ":")))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_file(path, durable=False) as handle:  # json.dumps: json.dump would encode in pure Python
+            handle.write(json.dumps({"key": key, "reply": reply}, ensure_ascii=False, separators=(",", ":")))

