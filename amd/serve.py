@@ -30,12 +30,13 @@ def register(subparsers) -> None:
     serve.add_argument("--vllm", default=os.environ.get("AMD_VLLM_BIN", "vllm"),
                        help="vllm executable (default: $AMD_VLLM_BIN or vllm)")
     serve.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
-    serve.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command; {base_url} is filled in")
+    serve.add_argument("served_command", metavar="command", nargs=argparse.REMAINDER,
+                       help="-- then the command; {base_url} is filled in")
     serve.set_defaults(handler=_serve_run_command)
 
 
 def _serve_run_command(args) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.served_command[1:] if args.served_command[:1] == ["--"] else args.served_command
     if not command:
         raise AmdError("serve-run: no command given after --")
     server = [args.vllm, "serve", args.model, *shlex.split(args.serve_args)]

@@ -62,7 +62,7 @@ def serve_run(args):
     """Like `amd serve-run` without a server: note the GPUs the job was given, run the command."""
     with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
         handle.write(json.dumps({"serve_run": args.model, "gpus": os.environ.get("SLURM_GPUS_ON_NODE")}) + "\n")
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.served_command[1:] if args.served_command[:1] == ["--"] else args.served_command
     return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
 
 
