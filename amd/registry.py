@@ -69,7 +69,9 @@ AGENTS = Registry("agent")
 AGENTS.add("model", "amd.agent.agents:ModelAgent")
 AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 
-# meta: types (MemoryType, ...) and configs {config name: (type code, ...)}; the config `zero_shot` is built in.
+# meta: types (MemoryType, ...) and configs {config name: (type code, ...) or {"types": (...), "options": {...}}}
+# (a config with options is a variant of its method, e.g. {"options": {"fn_gate": "repeat"}}); `zero_shot` is
+# built in.
 MEMORY_METHODS = Registry("memory method")
 MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS)
 # The paper's Table 1 baselines, built from every teacher trajectory (successes and failures, as the AMD authors'

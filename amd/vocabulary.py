@@ -27,6 +27,9 @@ class MemoryConfig:
     name: str
     method: str | None  # the registered memory method; None for zero_shot
     types: tuple[MemoryType, ...]
+    # Run options this config stands for (a variant of its method, e.g. gated function memory); options given
+    # for a run (amd run --memory-option, the workflow's memory_options) override them.
+    options: tuple[tuple[str, str], ...] = ()
 
 
 ZERO_SHOT = "zero_shot"
@@ -68,10 +71,13 @@ def memory_configs() -> dict[str, MemoryConfig]:
     configs = {ZERO_SHOT: MemoryConfig(ZERO_SHOT, None, ())}
     for entry in MEMORY_METHODS.entries():
         by_code = {t.code: t for t in entry.meta["types"]}
-        for name, codes in entry.meta["configs"].items():
+        for name, declared in entry.meta["configs"].items():
             if name in configs:
                 raise AmdError(f"memory config {name!r} is declared by two methods")
-            configs[name] = MemoryConfig(name, entry.name, tuple(by_code[code] for code in codes))
+            codes, options = (declared["types"], declared.get("options", {})) if isinstance(declared, dict) \
+                else (declared, {})
+            configs[name] = MemoryConfig(name, entry.name, tuple(by_code[code] for code in codes),
+                                         tuple(sorted((key, str(value)) for key, value in options.items())))
     return configs
 
 

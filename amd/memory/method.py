@@ -135,7 +135,7 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
         log.warning("memory protocol 'shared': a task may retrieve memory distilled from itself (leaky; the "
                     "paper's main protocol)")
     settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
-                                 dict(options or {}))
+                                 dict(config.options) | dict(options or {}))
     return method.open(bank, config, settings)
 
 
