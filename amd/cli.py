@@ -10,6 +10,7 @@
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from amd.errors import AmdError
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     except AmdError as exc:
         print(f"amd: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader closed the pipe (`amd memory show BANK | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
         return 130
@@ -54,6 +58,9 @@ def _add_run(commands) -> None:
     run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
     run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the benchmark (each benchmark says which it takes)")
+    run.add_argument("--user-model", metavar="SPEC",
+                     help="the user simulator's model, for benchmarks that have one (toolsandbox); the same as "
+                          "--benchmark-option user_model=SPEC")
     run.add_argument("--tasks", help="comma-separated task ids (default: all)")
     run.add_argument("--limit", type=int, help="only the first N of the selected tasks")
     run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")

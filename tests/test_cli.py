@@ -1,6 +1,7 @@
 """The `amd` command line: real BFCL oracle runs, scoring, and one clear line for every kind of bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -69,6 +70,10 @@ def test_limit_takes_the_first_tasks(tmp_path):
     (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--memory-config", "wf", "--memory", "m",
       "--k", "wf=one"], ["--k", "'wf=one'"]),
     (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--limit", "0"], ["--limit must be at least 1"]),
+    (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--user-model", "local:qwen2.5-coder-0.5b"],
+     ["bfcl", "user_model"]),
+    (["run", "toolsandbox", "--agent", "oracle", "--out", "x.jsonl", "--user-model", "openai:a",
+      "--benchmark-option", "user_model=openai:b"], ["--user-model and --benchmark-option user_model"]),
     (["score", "missing.jsonl"], ["missing.jsonl: no such trajectory file"]),
     (["run", "bfcl", "--agent", "oracle", "--out", "x.jsonl", "--memory-config", "wf_everything", "--memory", "m"],
      ["wf_everything"]),
@@ -85,3 +90,19 @@ def test_corrupt_trajectory_file_names_the_line(tmp_path):
     bad.write_text('{"schema": "amd.trajectory/1"}\n')
     code, _, stderr = run_amd("score", str(bad))
     assert_one_line_error(code, stderr, "bad.jsonl:1", "invalid trajectory")
+
+
+def test_output_cut_by_the_reader_ends_quietly(tmp_path):
+    """`amd memory show BANK | head`: the reader closing the pipe is not an error (no traceback, exit 0)."""
+    env = {**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}
+    for argv in (["run", "bfcl", "--agent", "oracle", "--out", "o.jsonl", "--no-progress"],
+                 ["memory", "build", "--trajectories", "o.jsonl", "--writer", "rules", "--embedder", "hash:64",
+                  "--out", "bank"]):
+        subprocess.run([sys.executable, "-m", "amd.cli", *argv], cwd=tmp_path, env=env, check=True,
+                       capture_output=True)
+    show = subprocess.Popen([sys.executable, "-m", "amd.cli", "memory", "show", "bank", "--n", "1000"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert show.stdout.readline()
+    show.stdout.close()  # far more than a pipe's buffer is still to come
+    assert show.wait(timeout=120) == 0
+    assert "Traceback" not in show.stderr.read().decode()

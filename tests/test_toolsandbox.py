@@ -72,8 +72,7 @@ def two_roles(request: dict):
 
 def amd_run(server: ScriptedServer, out: Path, cache: Path, tasks: list[str], *extra, background=False):
     spec = f"vllm:scripted@{server.url}"
-    argv = [sys.executable, "-m", "amd.cli", "run", "toolsandbox", "--agent", spec, "--benchmark-option",
-            f"user_model={spec}", "--tasks", ",".join(tasks), "--out", str(out), "--no-progress", *extra]
+    argv = [sys.executable, "-m", "amd.cli", "run", "toolsandbox", "--agent", spec, "--user-model", spec, "--tasks", ",".join(tasks), "--out", str(out), "--no-progress", *extra]
     env = {**os.environ, "AMD_CACHE_DIR": str(cache)}
     if background:
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
