@@ -20,9 +20,8 @@ def run_from_args(args) -> int:
     from amd.memory.cli import parse_options
 
     options = parse_options(args.benchmark_option, "--benchmark-option")
-    if args.user_model:
-        if options.setdefault("user_model", args.user_model) != args.user_model:
-            raise AmdError("--user-model and --benchmark-option user_model name different models")
+    if args.user_model and options.setdefault("user_model", args.user_model) != args.user_model:
+        raise AmdError("--user-model and --benchmark-option user_model name different models")
     with contextlib.closing(create_benchmark(args.benchmark, **options)) as benchmark:
         return _run(args, benchmark)
 
