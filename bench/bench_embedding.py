@@ -34,7 +34,7 @@ def oracle_trajectories(folder: Path, limit: int | None) -> Path:
 
 def timed_bank_build(trajectories: Path, bank_dir: Path) -> tuple[list[str], float, float]:
     """The texts a bank build embedded, and the wall and CPU seconds of its embedder calls (cache off)."""
-    from amd.memory.bank import build_bank
+    from amd.memory.build import build_bank
     from amd.memory.embed import get_embedder
 
     embedder = get_embedder(EMBEDDER)
@@ -53,7 +53,7 @@ def timed_bank_build(trajectories: Path, bank_dir: Path) -> tuple[list[str], flo
 
     embedder.embed = timed_embed
     try:
-        build_bank([trajectories], "rules", EMBEDDER, bank_dir)
+        build_bank([trajectories], "amd", "rules", EMBEDDER, bank_dir)
     finally:
         del embedder.embed
     return texts, seconds["wall"], seconds["cpu"]

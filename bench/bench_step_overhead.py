@@ -31,15 +31,15 @@ from scripted_server import ScriptedServer
 
 from amd.agent.agents import ModelAgent
 from amd.agent.loop import Limits, run_episode
-from amd.benchmarks import get_benchmark
 from amd.llm import open_model
 from amd.llm.client import PER_REQUEST_HEADERS, resolve_params, sdk_client
+from amd.registry import create_benchmark
 
 
 def recorded_requests(task_ids, cache: bool = False) -> list[dict]:
     """The request bodies of real BFCL episodes run through the agent loop against a replay server (model
     `vllm:bench`). Equal tool lists are one object again, as within an episode, where amd encodes them once."""
-    benchmark, tool_lists = get_benchmark("bfcl"), {}
+    benchmark, tool_lists = create_benchmark("bfcl"), {}
     with ScriptedServer(replay_model(ground_truth_answers(task_ids))) as server, \
             open_model(f"vllm:bench@{server.url}", {"cache": cache}) as model:
         for task_id in task_ids:

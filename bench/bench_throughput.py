@@ -20,8 +20,8 @@ from pathlib import Path
 from bench_pipeline_step import server_process
 
 from amd.agent.agents import ModelAgent
-from amd.benchmarks import get_benchmark
 from amd.llm import open_model
+from amd.registry import create_benchmark
 from amd.runner import RunSpec, run_tasks
 from amd.schema import read_trajectories
 
@@ -29,7 +29,7 @@ from amd.schema import read_trajectories
 def run(url: str, task_ids: list[str], concurrency: int, work: Path) -> dict:
     """One `amd run` over the tasks; the rates it reached and the client's CPU per step."""
     os.environ["AMD_CACHE_DIR"] = str(work / "cache")  # a fresh response cache: every step asks the server
-    benchmark, started = get_benchmark("bfcl"), []
+    benchmark, started = create_benchmark("bfcl"), []
     with open_model(f"vllm:bench@{url}") as model:
         def make_agent(episode):
             started.append((time.perf_counter(), model.ledger.requests))
