@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from amd.errors import AmdError, did_you_mean
-from amd.vocabulary import AMD_CONFIGS, AMD_TYPES, MemoryType
+from amd.vocabulary import AMD_CONFIGS, AMD_TYPES, AMD_VARIANTS, MemoryType
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 # (a config with options is a variant of its method, e.g. {"options": {"fn_gate": "repeat"}}); `zero_shot` is
 # built in.
 MEMORY_METHODS = Registry("memory method")
-MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS)
+MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS | AMD_VARIANTS)
 # The paper's Table 1 baselines, built from every teacher trajectory (successes and failures, as the AMD authors'
 # release builds them); k as in that release, no δ (it has none). meta `released_for`: the benchmarks for which that
 # release holds the method's code (for ToolSandbox and BFCL it has run and build scripts whose modules are missing,
