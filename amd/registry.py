@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from amd.errors import AmdError, did_you_mean
-from amd.vocabulary import AMD_CONFIGS, AMD_TYPES, MemoryType
+from amd.vocabulary import AMD_CONFIGS, AMD_TYPES, AMD_VARIANTS, MemoryType
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 # (a config with options is a variant of its method, e.g. {"options": {"fn_gate": "repeat"}}); `zero_shot` is
 # built in.
 MEMORY_METHODS = Registry("memory method")
-MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS)
+MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS | AMD_VARIANTS)
 # The paper's Table 1 baselines, built from every teacher trajectory (successes and failures, as the AMD authors'
 # release builds them); k as in that release, no δ (it has none). meta `released_for`: the benchmarks for which that
 # release holds the method's code (for ToolSandbox and BFCL it has run and build scripts whose modules are missing,
@@ -115,6 +115,10 @@ for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_repre
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
 OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
 OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
+# Beyond the paper: AMD's config variants against their plain config (checked decomposition; gated and compressed
+# function memory).
+OUTPUTS.add("decomposition_check", "amd.analysis.tables:decomposition_check", kind="table")
+OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

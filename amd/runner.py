@@ -65,7 +65,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         try:
             agent = spec.make_agent(episode)
             task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction,
-                               agent.student_chat())
+                               agent.student_chat(), spec.agent_info.get("params", {}).get("seed"))
             record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
         finally:
             close_episode(episode)

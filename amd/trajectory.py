@@ -52,6 +52,7 @@ class Step(TypedDict):
     injected_memory: NotRequired[list[InjectionRecord]]
     model_error: NotRequired[str | None]
     finish_reason: NotRequired[str | None]  # the server's; "length": cut by the token limit
+    memory_details: NotRequired[dict]  # what memory decided after the error beside its hint (e.g. hints withheld)
 
 
 class Turn(TypedDict):
@@ -77,6 +78,7 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "instruction": str,
     "turns": list[Turn],
     "system_memory": NotRequired[list[InjectionRecord]],
+    "memory_details": NotRequired[dict],  # what memory decided at task start (e.g. a checked decomposition)
     "decoded_calls": list,
     "success": bool,
     "checker": dict,

@@ -46,6 +46,16 @@ AMD_TYPES = (WORKFLOW, SUBTASK, FUNCTION)
 AMD_CONFIGS = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": ("wf", "st", "fn"), "wf_fn": ("wf", "fn"),
                "st_only": ("st",), "fn_only": ("fn",)}
 AMD_FULL = "wf_st_fn"  # the paper's AMD row
+# Beyond the paper: variants of the full config (run options of amd.memory.amd.retrieval). Checked decomposition:
+# 5 sampled decompositions merged by agreement; gated function memory: hints from a function's second error on;
+# compressed function memory: one line per function.
+AMD_VARIANTS = {
+    "wf_st_fn_checked": {"types": ("wf", "st", "fn"), "options": {"decompose_samples": 5}},
+    "wf_st_fn_gated": {"types": ("wf", "st", "fn"), "options": {"fn_gate": "repeat"}},
+    "wf_st_fn_signature": {"types": ("wf", "st", "fn"), "options": {"representation": "fn=signature"}},
+    "wf_st_fn_gated_signature": {"types": ("wf", "st", "fn"),
+                                 "options": {"fn_gate": "repeat", "representation": "fn=signature"}},
+}
 
 # Leakage protocols (paper Appendix B.3; amd.memory.protocols).
 SELF_EXCLUDED, CROSS_SPLIT, SHARED = "self_excluded", "cross_split", "shared"

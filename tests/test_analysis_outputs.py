@@ -242,3 +242,70 @@ def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_protocol(grid, tmp_
     fig = figures.fig3_steps(runs)
     labels = {text.get_text() for ax in fig.axes for text in ax.get_legend().get_texts()}
     assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels
+
+
+def rewrite_records(path, change):
+    """Apply `change(index, record)` to every record of a run file (each must stay schema-valid)."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    for index, rec in enumerate(records):
+        change(index, rec)
+        validate(rec)
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp_path):
+    spec = "vllm:Qwen/Qwen3-4B@http://h/v1"
+    single = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 2), (False, 2), (False, 2), (True, 2)])
+    checked = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn_checked", 0,
+                          [(True, 2), (True, 2), (False, 2), (True, 2)])
+    other_seed = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn_checked", 1, [(True, 2)] * 4)  # no pair
+    differs = [False, True, True, False]
+
+    def decomposed(index, rec):
+        merged = ["b"] if differs[index] else ["a"]
+        rec["memory_details"] = {"decomposition": {"single_shot": ["a"], "merged": merged,
+                                                   "differs": differs[index]}}
+
+    rewrite_records(checked, decomposed)
+    table = tables.decomposition_check(load_runs([single, checked, other_seed]))
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["memory"], row["baseline"], row["samples"], row["seed"]) == ("wf_st_fn_checked", "wf_st_fn", 5, 0)
+    assert (row["differ"], row["differ_%"]) == (2, 50.0)
+    assert (row["single_shot_on_differ"], row["checked_on_differ"]) == (0, 1)  # tasks 1 and 2: 1 solved when checked
+    assert (row["tasks"], row["single_shot"], row["checked"], row["checked_only"], row["single_shot_only"]) == \
+        (4, 2, 3, 1, 0)
+    assert row["solved_only_checked"] == "multi_turn_base_1" and row["sign_test_p"] == "1"
+    tables.write_table("decomposition_check", table, tmp_path / "d.csv", tmp_path / "d.md")
+    assert (tmp_path / "d.md").read_text().startswith("**Checked decomposition (beyond the paper)")
+    with pytest.raises(AmdError, match="decomposition_check: no run of a config variant"):
+        tables.decomposition_check(load_runs([single]))
+
+
+def test_function_gating_compares_each_variant_with_always_on_function_memory(tmp_path):
+    spec = "vllm:google/gemma-4-E4B-it@http://h/v1"
+    outcomes = {"wf_st_fn": [(True, 1), (False, 1)], "wf_st_fn_gated": [(True, 1), (True, 1)],
+                "wf_st_fn_signature": [(False, 1), (False, 1)], "wf_st_fn_checked": [(True, 1), (True, 1)]}
+    runs = {memcfg: student_run(tmp_path, "gemma4_e4b", spec, memcfg, 0, result) for memcfg, result in outcomes.items()}
+    hint = {"type": "function", "entry_id": "function:t:0", "source_task_id": "t", "query": "mv"}
+
+    def hinted(withheld):
+        def change(_, rec):
+            step = rec["turns"][0]["steps"][0]
+            step["injected_memory"] = [] if withheld else [hint, hint | {"entry_id": "function:t:1"}]
+            if withheld:
+                step["memory_details"] = {"fn_gate": {"withheld": ["mv"]}}
+            rec["tokens"]["prompt"] = 100 if withheld else 300
+        return change
+
+    rewrite_records(runs["wf_st_fn"], hinted(False))
+    rewrite_records(runs["wf_st_fn_gated"], hinted(True))
+    table = tables.function_gating(load_runs(list(runs.values()))).set_index("memory")
+    assert set(table.index) == {"wf_st_fn_gated", "wf_st_fn_signature"}  # the checked run is not a function variant
+    gated, compact = table.loc["wf_st_fn_gated"], table.loc["wf_st_fn_signature"]
+    assert (gated["fn_gate"], gated["fn_form"], compact["fn_gate"], compact["fn_form"]) == \
+        ("repeat", "bank", "always", "signature")
+    assert (gated["hints_per_task_always_on"], gated["hints_per_task"], gated["withheld_per_task"]) == (1.0, 0.0, 1.0)
+    assert (gated["prompt_tokens_per_task_always_on"], gated["prompt_tokens_per_task"]) == (300.0, 100.0)
+    assert (gated["always_on"], gated["variant"], gated["variant_only"], gated["always_on_only"]) == (1, 2, 1, 0)
+    assert (compact["variant"], compact["always_on_only"], compact["difference_pp"]) == (0, 1, -50.0)

@@ -318,3 +318,16 @@ def test_official_prompting_sends_the_benchmark_messages_alone():
     assert sent[2][0]["role"] == "system" and "MEMORY" not in sent[2][0]["content"] and len(sent[2][0]["content"]) > 20
     with pytest.raises(AmdError, match="unknown prompting"):
         open_model(f"vllm:student@{server.url}", {"prompting": "bfcl"})
+
+
+def test_a_sampling_override_is_sent_for_one_request_and_keys_the_cache():
+    with ScriptedServer() as server, vllm(server, temperature=0, seed=0) as model:
+        plain = model.chat(HELLO)
+        samples = [model.chat(HELLO, sampling={"temperature": 0.7, "seed": seed}) for seed in (1000, 1001)]
+        repeat = model.chat(HELLO, sampling={"temperature": 0.7, "seed": 1001})
+        after = model.chat(HELLO)
+        with pytest.raises(AmdError, match="unknown sampling parameter"):
+            model.chat(HELLO, sampling={"temprature": 1})
+    sent = [(r.body["temperature"], r.body["seed"]) for r in server.chat_requests()]
+    assert sent == [(0, 0), (0.7, 1000), (0.7, 1001)]  # each seed its own request; the run's params unchanged
+    assert not plain.cached and not any(s.cached for s in samples) and repeat.cached and after.cached

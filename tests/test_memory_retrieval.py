@@ -34,8 +34,9 @@ def task(task_id, instruction, labels=None):
     return TaskContext(task_id, task_id, instruction, student)
 
 
-def hooks_for(bank_dir, config, per_turn=False, representation=None, **settings):
-    options = {"per_turn": str(per_turn)} | ({"representation": representation} if representation else {})
+def hooks_for(bank_dir, config, per_turn=False, representation=None, options=None, **settings):
+    options = {"per_turn": str(per_turn)} | ({"representation": representation} if representation else {}) | \
+        (options or {})
     return open_memory(bank_dir, config, options=options, **settings)
 
 
@@ -255,3 +256,142 @@ def test_a_config_variant_brings_its_run_options_and_a_run_may_override_them(ban
     assert memory_configs()["wf_st_per_turn"].options == (("per_turn", "True"),)
     assert open_memory(bank_dir, "wf_st_per_turn").describe()["per_turn"] is True
     assert open_memory(bank_dir, "wf_st_per_turn", options={"per_turn": "false"}).describe()["per_turn"] is False
+
+
+# ---- checked decomposition (beyond the paper) ----------------------------------------------------------------------
+
+def test_merge_keeps_the_subtasks_a_majority_of_samples_name_in_their_order():
+    from amd.memory.amd.decompose import merge_by_agreement
+
+    samples = [["get watchlist stocks", "place buy order", "send report"],
+               ["get the watchlist", "place a buy order"],
+               ["check watchlist stocks", "get stock price", "place buy order"],
+               ["find file", "delete file"]]
+    # 3 of 4 name the watchlist, 3 of 4 the order (paraphrases by word overlap); the rest are minorities
+    assert merge_by_agreement(samples) == [("get watchlist stocks", 3), ("place buy order", 3)]
+    assert merge_by_agreement([["a thing"], ["another one"], []]) == []  # no majority: nothing agreed
+    assert merge_by_agreement([["send message"], ["send message"], ["get balance"], ["get balance"]]) == []  # 2 of 4
+
+
+DECOMPOSE_CUE = "JSON array of strings only"
+SINGLE_SHOT = '["get stock price", "send email"]'  # the crafted single shot: wrong subtasks
+BY_SEED = {1000: '["get watchlist stocks", "place buy order"]', 1001: '["get the watchlist", "place a buy order"]',
+           1002: '["check watchlist stocks", "place buy order", "send email"]',
+           1003: '["get stock price"]', 1004: "I cannot answer that."}
+
+
+def decomposing_student(request):
+    assert DECOMPOSE_CUE in request["messages"][-1]["content"]
+    if request["temperature"] == 0 and request["seed"] == 0:  # the run's own sampling: the single shot
+        return SINGLE_SHOT
+    return BY_SEED[request["seed"]]
+
+
+def test_checked_decomposition_on_a_scripted_server_differs_from_the_single_shot(bank_dir):
+    from scripted_server import ScriptedServer
+
+    from amd.llm import open_model
+
+    hooks = hooks_for(bank_dir, "wf_st", protocol="shared", delta=-1.0, options={"decompose_samples": "5"})
+    plain = hooks_for(bank_dir, "wf_st", protocol="shared", delta=-1.0)
+    with ScriptedServer(decomposing_student) as server, \
+            open_model(f"vllm:student@{server.url}", {"max_retries": 0, "timeout_s": 5}) as model:
+        me = TaskContext("new", "new", "Buy 100 shares of my first watchlist stock.", model.chat, seed=0)
+        checked = hooks.task_start(me)
+        sent = [(r.body["temperature"], r.body["seed"]) for r in server.chat_requests()]
+        single = plain.task_start(me)
+        again = hooks.task_start(me)
+        requests_after = len(server.chat_requests())
+    decomposition = checked.details["decomposition"]
+    assert sent == [(0, 0)] + [(0.7, seed) for seed in range(1000, 1005)]  # one request per sample, own seed each
+    assert decomposition["single_shot"] == ["get stock price", "send email"]
+    assert decomposition["merged"] == ["get watchlist stocks", "place buy order"]
+    assert decomposition["differs"] is True and decomposition["agreed"] is True
+    assert decomposition["support"] == [3, 3] and decomposition["seeds"] == [1000, 1001, 1002, 1003, 1004]
+    assert decomposition["samples"][4] == [] and decomposition["temperature"] == 0.7
+    # retrieval asks with the merged labels (a label whose hits another label already brought adds no record)
+    assert {r["query"] for r in checked.records if r["type"] == "subtask"} <= set(decomposition["merged"])
+    assert {r["query"] for r in single.records if r["type"] == "subtask"} <= set(decomposition["single_shot"])
+    assert checked.records != single.records and checked.records and single.records
+    assert single.details == {}  # the plain config records nothing new and asks once
+    assert requests_after == 6 and again.details == checked.details  # a rerun is served from the cache
+    assert hooks.describe()["decompose_samples"] == 5 and "decompose_samples" not in plain.describe()
+
+
+def test_a_later_repeat_draws_other_samples_and_agreeing_samples_do_not_differ(bank_dir):
+    from amd.memory.amd.decompose import checked_decomposition
+
+    asked = []
+
+    def student(messages, sampling=None):
+        asked.append(sampling)
+        return ChatReply(text='["get watchlist stocks", "place buy order"]')
+
+    agreeing = checked_decomposition(student, "Buy shares.", 3, 0.9, run_seed=1)
+    assert asked == [None] + [{"temperature": 0.9, "seed": seed} for seed in (2000, 2001, 2002)]
+    assert agreeing.differs is False and agreeing.merged == agreeing.single_shot
+
+
+@pytest.mark.parametrize("options,message", [({"decompose_samples": "0"}, "from 1 to 99"),
+                                             ({"decompose_samples": "many"}, "from 1 to 99"),
+                                             ({"decompose_samples": "3", "decompose_temperature": "0"}, "> 0"),
+                                             ({"fn_gate": "sometimes"}, "always, repeat")])
+def test_bad_variant_options_are_named(bank_dir, options, message):
+    with pytest.raises(AmdError, match=message):
+        hooks_for(bank_dir, "wf_st_fn", options=options)
+
+
+def test_checked_decomposition_needs_subtasks_retrieved_at_task_start(bank_dir):
+    with pytest.raises(AmdError, match="decompose_samples needs subtask memory"):
+        hooks_for(bank_dir, "wf_fn", options={"decompose_samples": "3"})
+    with pytest.raises(AmdError, match="decompose_samples needs subtask memory"):
+        hooks_for(bank_dir, "wf_st", per_turn=True, options={"decompose_samples": "3"})
+
+
+# ---- gated and compressed function memory (beyond the paper) -------------------------------------------------------
+
+def test_gating_withholds_the_first_error_on_a_function_and_injects_on_its_repeat(bank_dir):
+    gated = open_memory(bank_dir, "wf_st_fn_gated", delta=-1.0)
+    always = open_memory(bank_dir, "wf_st_fn", delta=-1.0)
+    me, other = task("t_new", "Move my report and tell Alice."), task("t_other", "Move a file.")
+    assert always.after_error(me, ["mv"]).records  # always-on: a hint on the first error
+    gated.task_start(me)
+    first = gated.after_error(me, ["mv", "no_such_function"])
+    assert first == Injection("", [], {"fn_gate": {"withheld": ["mv"]}})  # no memory for the unknown one: not withheld
+    assert gated.after_error(other, ["mv"]).records == []  # another task's errors are its own
+    repeat = gated.after_error(me, ["mv", "send_message"])
+    assert [r["query"] for r in repeat.records] == ["mv"] and repeat.details == {"fn_gate": {"withheld": ["send_message"]}}
+    assert "mv(" in repeat.text
+    gated.task_start(me)  # a task that starts again counts from zero
+    assert gated.after_error(me, ["mv"]).records == []
+    assert gated.describe()["fn_gate"] == "repeat" and "fn_gate" not in always.describe()
+
+
+def test_gating_counts_each_task_apart_when_tasks_run_at_once(bank_dir):
+    from concurrent.futures import ThreadPoolExecutor
+
+    gated = open_memory(bank_dir, "fn_only", delta=-1.0, options={"fn_gate": "repeat"})
+    tasks = [task(f"t_{i}", "Move my report.") for i in range(8)]
+
+    def two_errors(me):
+        return [bool(gated.after_error(me, ["mv"]).records) for _ in range(2)]
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(two_errors, tasks)) == [[False, True]] * 8
+
+
+def test_signature_rendering_is_one_line_per_function(bank_dir):
+    code = open_memory(bank_dir, "fn_only", k={"function": 3})
+    compact = open_memory(bank_dir, "wf_st_fn_signature", k={"function": 3})
+    me = task("t_new", "Move my report and tell Alice.")
+    long = code.after_error(me, ["add", "mv"])
+    short = compact.after_error(me, ["add", "mv"])
+    assert short.records == long.records  # the same entries, rendered differently
+    assert len({r["query"] for r in short.records}) == 2 and len(short.records) > 2
+    header, *lines = short.text.splitlines()
+    assert header.startswith("## Hint: how add, mv was used")
+    assert len(lines) == 2 and lines[0].startswith("- add(") and lines[1].startswith("- mv(")
+    assert " -> " in lines[0] and len(short.text) < len(long.text)
+    assert compact.describe()["representation"]["function"] == "signature"
+    with pytest.raises(AmdError, match="bad memory representation"):
+        open_memory(bank_dir, "wf", options={"representation": "wf=signature"})

@@ -106,3 +106,50 @@ def test_variants_of_one_scenario_never_see_each_other_under_self_excluded(bank)
     safe = open_memory(bank, "wf_st_fn", k=20, delta=-1.0)
     records = safe.task_start(task).records + safe.after_error(task, ["cd", "ls", "mv"]).records
     assert records and not {r["source_task_id"] for r in records} & {"multi_turn_base_40", "multi_turn_base_43"}
+
+
+def repeating_student(answers: dict):
+    """Decomposes differently per seed (the single shot, seed 0, disagrees with the samples), then makes the same
+    refused call twice per task before replaying the ground truth."""
+    by_seed = {0: '["read the manual"]', 1000: '["check current state", "perform requested change"]',
+               1001: '["check the current state", "perform change"]', 1002: '["perform requested change"]'}
+
+    def respond(request):
+        messages = request["messages"]
+        if "JSON array of strings" in messages[-1]["content"]:
+            return by_seed[request["seed"]]
+        first_user = next(m["content"] for m in messages if m["role"] == "user")
+        turn_text = next(m["content"] for m in reversed(messages)
+                         if m["role"] == "user" and not m["content"].startswith(OBSERVATION_PREFIX))
+        replay = answers[(first_user, turn_text)]
+        refused = sum("no_such_argument" in (m["content"] or "") for m in messages if m["role"] == "assistant")
+        if refused < 2 and replay.startswith("["):
+            return f"{replay[1:].split('(')[0]}(no_such_argument=1)"
+        return "Done." if messages[-1]["content"].startswith(OBSERVATION_PREFIX) else replay
+
+    return respond
+
+
+def test_gated_checked_run_records_the_decomposition_and_hints_only_a_repeated_error(bank, tmp_path):
+    tasks = TASKS[:3]
+    env = {**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "student.jsonl"
+    with ScriptedServer(repeating_student(ground_truth_answers(tasks))) as server:
+        amd("run", "bfcl", "--agent", f"vllm:student@{server.url}", "--tasks", ",".join(tasks), "--out", str(out),
+            "--memory", str(bank), "--memory-config", "wf_st_fn_gated", "--memory-option", "decompose_samples=3",
+            "--delta", "wf=0,st=0", "--max-retries", "1", "--no-progress", env=env)
+        seeds = sorted(r.body["seed"] for r in server.chat_requests()
+                       if "JSON array of strings" in r.body["messages"][-1]["content"])
+    assert seeds == sorted([0, 1000, 1001, 1002] * len(tasks))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in records] == tasks
+    for record in records:
+        assert record["memory"]["fn_gate"] == "repeat" and record["memory"]["decompose_samples"] == 3
+        decomposition = record["memory_details"]["decomposition"]
+        assert decomposition["single_shot"] == ["read the manual"] and decomposition["differs"] is True
+        assert decomposition["merged"] == ["check current state", "perform requested change"]
+        assert {m["query"] for m in record["system_memory"] if m["type"] == "subtask"} <= set(decomposition["merged"])
+        errors = [step for turn in record["turns"] for step in turn["steps"] if step["error"]]
+        first, second = errors[:2]
+        assert not first["injected_memory"] and first["memory_details"]["fn_gate"]["withheld"], record["task_id"]
+        assert {m["type"] for m in second["injected_memory"]} == {"function"} and "memory_details" not in second

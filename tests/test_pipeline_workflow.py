@@ -86,7 +86,9 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     result = snakemake(where, env, "-n", "all", "--cores", "8", "--configfile", "config/paper.yaml")
     took_all = child_cpu_seconds() - started
     jobs = planned_jobs(result)
-    assert jobs["make_table"] == 6 and jobs["make_figure"] == 3
+    outputs = {name for spec in yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"].values()
+               for name in spec["outputs"]}
+    assert jobs["make_table"] == len(outputs) - 3 and jobs["make_figure"] == 3  # the paper's 3 figures
     assert jobs["run_student_memory_served"] > 100 and "run_student_memory" not in jobs
     started = child_cpu_seconds()
     k_sweep = planned_jobs(snakemake(where, env, "-n", "results/fig5_k_sweep.pdf", "--cores", "8",
@@ -113,6 +115,20 @@ def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_
             assert (benchmark, student, memcfg, k) in runs, (benchmark, student, memcfg)
     builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
     assert {re.search(r"--method (\w+)", line).group(1) for line in builds} == {"amd", "reasoningbank", "memp", "sasm"}
+
+
+def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_with(workdir):
+    where, env = workdir
+    result = snakemake(where, env, "-n", "-p", "results/tables/decomposition_check.md",
+                       "results/tables/function_gating.md", "--cores", "1", "--configfile", "config/paper.yaml")
+    runs = set(re.findall(r"results/(\w+)/student-(\w+)/gpt5mini-gpt5mini-te3small-amd/(\w+)/self_excluded/"
+                          r"k_wf1_st1_fn1/seed(\d)/trajectories.jsonl", result.stdout))
+    configs = ("wf_st_fn", "wf_st_fn_checked", "wf_st_fn_gated", "wf_st_fn_signature", "wf_st_fn_gated_signature")
+    assert runs == set(itertools.product(("appworld", "bfcl"), ("qwen3_4b", "gemma4_e4b"), configs, ("0", "1")))
+    assert planned_jobs(result)["make_table"] == 2
+    options = [re.findall(r"--memory-option '?(\w+)=", line) for line in result.stdout.splitlines()
+               if "--memory-config wf_st_fn_" in line]
+    assert options and all(found == ["per_turn"] for found in options)  # the grid's own; the config brings the rest
 
 
 def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):

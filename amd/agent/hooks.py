@@ -13,12 +13,18 @@ class TaskContext:
     task_group: str  # the scenario the task belongs to; memory from the same group is never retrieved
     instruction: str  # the retrieval query (the task's instruction)
     student: Callable | None = None  # the student's chat (messages -> amd.llm.ChatReply); None without a model
+    # The run's sampling seed (None without one): a method that samples the student several times derives its
+    # per-sample seeds from it (chat(messages, sampling={"seed": ...})), so repeats of a run draw different samples.
+    seed: int | None = None
 
 
 @dataclass
 class Injection:
     text: str = ""  # what the agent sees ("" for nothing)
     records: list[dict] = field(default_factory=list)  # what was injected: type, entry id, source task, similarity
+    # What the method decided beside its injections (a checked decomposition, hints it withheld); recorded as the
+    # trajectory's `memory_details` (task start) or the step's (after an error) when not empty.
+    details: dict = field(default_factory=dict)
 
 
 class MemoryHooks(Protocol):

@@ -48,6 +48,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "task_group": task.task_group,
         "instruction": episode.instruction,
         "system_memory": system.records,
+        **({"memory_details": system.details} if system.details else {}),
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
         "success": counted_success(verdict.success, status, verdict.step_limit_scored),
@@ -118,5 +119,7 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)
         step["injected_memory"] = hint.records
+        if hint.details:
+            step["memory_details"] = hint.details
     agent.observe(reply.proposals, outcome, hint.text)
     return step, None, outcome.finished

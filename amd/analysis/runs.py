@@ -43,6 +43,7 @@ def summarize_run(path) -> dict:
                                          "completion_tokens", "success_by_task", "steps_by_task")},
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
+        **memory_detail_columns(records),
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]
@@ -51,6 +52,21 @@ def summarize_run(path) -> dict:
     if row["role"] == "teacher":
         row["memcfg"] = "teacher"
     return row
+
+
+def memory_detail_columns(records: list[dict]) -> dict:
+    """What memory variants record beside their injections (the trajectory's `memory_details`): per task whether a
+    checked decomposition differs from the single-shot one; function hints given and withheld by the gate, counted
+    per (error step, function)."""
+    steps = [step for record in records for turn in record["turns"] for step in turn["steps"]]
+    return {
+        "decomposition_differs_by_task": {r["task_id"]: r["memory_details"]["decomposition"]["differs"]
+                                          for r in records if "decomposition" in r.get("memory_details", {})},
+        "function_hints": sum(len({e.get("query") for e in step.get("injected_memory", []) if e["type"] == "function"})
+                              for step in steps),
+        "function_hints_withheld": sum(len(step.get("memory_details", {}).get("fn_gate", {}).get("withheld", []))
+                                       for step in steps),
+    }
 
 
 def load_runs(paths) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import pandas as pd
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
+from amd.memory.amd.render import parse_representation
 from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs
 
 AMD_CONFIG = AMD_FULL
@@ -300,3 +301,93 @@ def _pairs(zero_shot: dict, with_memory: dict, verb: str) -> dict:
             "sign_test_p": f"{p:.3g}", "smallest_p": f"{smallest:.3g}",
             f"{verb}_by_both": " ".join(both), f"{verb}_only_with_memory": " ".join(gained),
             f"{verb}_only_zero_shot": " ".join(lost)}
+
+
+# ---- beyond the paper: AMD's config variants, each against its plain config ------------------------------------------
+
+VARIANT_CELL = ["benchmark", "student", "teacher", "writer", "embedder", "representation", "protocol", "k_text", "seed"]
+DECOMPOSITION_OPTIONS = {"decompose_samples"}
+FUNCTION_OPTIONS = {"fn_gate", "representation"}
+DECOMPOSITION_NOTE = ("differ: tasks whose merged labels are not the single-shot ones (as sets); *_on_differ: of "
+                      "those, the tasks each run solved.")
+FUNCTION_NOTE = ("fn_gate repeat: function memory from a function's second error in the task on; fn_form signature: "
+                 "one line per function; bank: the bank's default rendering. A hint is one function's memory after "
+                 "one error step.")
+
+
+def decomposition_check(runs: pd.DataFrame) -> pd.DataFrame:
+    """Checked decomposition (beyond the paper): n sampled decompositions merged by agreement against the
+    single-shot one, in the same cell and seed: how often the merged labels differ, and the tasks solved with each,
+    overall (paired, sign test) and on the tasks where they differ."""
+    rows = []
+    for variant, single in _variant_runs(runs, DECOMPOSITION_OPTIONS, "decomposition_check"):
+        differs = [task for task, differ in variant.decomposition_differs_by_task.items() if differ]
+        samples = int(dict(memory_config(variant.memcfg).options)["decompose_samples"])
+        rows.append({**_variant_cell(variant), "samples": samples,
+                     "differ": len(differs), "differ_%": 100.0 * len(differs) / max(variant.n_tasks, 1),
+                     "single_shot_on_differ": sum(single.success_by_task.get(task, False) for task in differs),
+                     "checked_on_differ": sum(variant.success_by_task.get(task, False) for task in differs),
+                     **_paired_as(single.success_by_task, variant.success_by_task, "single_shot", "checked")})
+    table = pd.DataFrame(rows)
+    table.attrs["notes"] = [DECOMPOSITION_NOTE]
+    return table
+
+
+def function_gating(runs: pd.DataFrame) -> pd.DataFrame:
+    """Gated and compressed function memory (beyond the paper): each variant against always-on function memory
+    (wf_st_fn) in the same cell and seed: hints given and withheld per task, prompt tokens per task, and the tasks
+    solved by each (paired, sign test)."""
+    rows = []
+    for variant, always in _variant_runs(runs, FUNCTION_OPTIONS, "function_gating"):
+        options = dict(memory_config(variant.memcfg).options)
+        rows.append({**_variant_cell(variant), "fn_gate": options.get("fn_gate", "always"),
+                     "fn_form": parse_representation(options.get("representation", "")).get("function", "bank"),
+                     "hints_per_task_always_on": always.function_hints / max(always.n_tasks, 1),
+                     "hints_per_task": variant.function_hints / max(variant.n_tasks, 1),
+                     "withheld_per_task": variant.function_hints_withheld / max(variant.n_tasks, 1),
+                     "prompt_tokens_per_task_always_on": always.prompt_tokens / max(always.n_tasks, 1),
+                     "prompt_tokens_per_task": variant.prompt_tokens / max(variant.n_tasks, 1),
+                     **_paired_as(always.success_by_task, variant.success_by_task, "always_on", "variant")})
+    table = pd.DataFrame(rows)
+    table.attrs["notes"] = [FUNCTION_NOTE]
+    return table
+
+
+def plain_config(name: str) -> str | None:
+    """The config a variant varies (same method and types, no options); None for a config without options."""
+    config = memory_config(name)
+    if not config.options:
+        return None
+    return next((other.name for other in memory_configs().values()
+                 if other.method == config.method and other.types == config.types and not other.options), None)
+
+
+def _variant_runs(runs: pd.DataFrame, option_keys: set, name: str) -> list[tuple]:
+    """(variant run, run of its plain config in the same cell and seed) for every run of a config variant whose
+    options include one of `option_keys`."""
+    students = _students(runs)
+    memory_runs = students[students["role"] == "memory"]
+    by_cell = {(tuple(getattr(row, c) for c in VARIANT_CELL), row.memcfg): row for row in memory_runs.itertuples()}
+    pairs = []
+    for (cell, memcfg), row in by_cell.items():
+        base = plain_config(memcfg)
+        if base and option_keys & set(dict(memory_config(memcfg).options)) and (cell, base) in by_cell:
+            pairs.append((row, by_cell[(cell, base)]))
+    if not pairs:
+        raise AmdError(f"{name}: no run of a config variant ({', '.join(sorted(option_keys))}) has a run of its "
+                       "plain config in the same cell and seed among --runs")
+    return pairs
+
+
+def _variant_cell(row) -> dict:
+    return {"benchmark": row.benchmark, "student": row.student, "teacher": row.teacher, "protocol": row.protocol,
+            "seed": row.seed, "memory": row.memcfg, "baseline": plain_config(row.memcfg)}
+
+
+def _paired_as(base: dict, variant: dict, base_name: str, variant_name: str) -> dict:
+    """`_pairs` of two memory runs, its zero-shot and with-memory columns named after the two."""
+    renamed = {}
+    for key, value in _pairs(base, variant, "solved").items():
+        key = key.replace("with_memory", variant_name).replace("memory_only", f"{variant_name}_only")
+        renamed[key.replace("zero_shot", base_name)] = value
+    return renamed

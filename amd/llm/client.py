@@ -124,8 +124,14 @@ class ChatModel:
             self._on_close()
             self._on_close = None
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
-        body = self._request_body(messages, tools if tools and self.native_tools else None)
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, sampling: dict | None = None) -> ChatReply:
+        """One reply. `sampling` overrides the model's sampling parameters for this request only (keys of
+        SAMPLING_DEFAULTS; e.g. one of several samples a memory method draws: {"temperature": 0.7, "seed": 1001});
+        it is part of the request body, hence of the cache key."""
+        unknown = set(sampling or {}) - set(SAMPLING_DEFAULTS)
+        if unknown:
+            raise AmdError(f"unknown sampling parameter(s) {sorted(unknown)}; known: {', '.join(SAMPLING_DEFAULTS)}")
+        body = self._request_body(messages, tools if tools and self.native_tools else None, sampling or {})
         key = request_key(self.identity, body) if self._cache else None
         reply = self._cached(key)
         if reply is None:
@@ -140,13 +146,14 @@ class ChatModel:
         stored = self._cache.get(key) if self._cache else None
         return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
 
-    def _request_body(self, messages, tools) -> bytes:
+    def _request_body(self, messages, tools, sampling: dict) -> bytes:
         """The request's JSON, written as the SDK would write it, with the tool docs (most of a BFCL request)
         encoded once per tool list rather than once per step."""
         body = {"model": self.model, "messages": messages, **(self._extra_body or {})}
+        chosen = self.params | sampling if sampling else self.params
         for name in SAMPLING_DEFAULTS:
-            if self.params[name] is not None:
-                body[self._token_field if name == "max_tokens" else name] = self.params[name]
+            if chosen[name] is not None:
+                body[self._token_field if name == "max_tokens" else name] = chosen[name]
         encoded = _json_bytes(body)
         if not tools:
             return encoded

@@ -3,14 +3,20 @@
 Entries store both renderings; the representation is chosen here, at render time, per memory type: the bank's
 manifest names a default (`amd memory build --option representation=...`, else the paper's best: workflow as
 prose, subtask and function as code) and a run may override it (`--memory-option representation=...`). Blocks use
-prompts/memory_block_*.md.
+prompts/memory_block_*.md. Beyond the paper, function memory has a compressed form, `signature`: one line per
+function, a call that worked with the start of its result (the student has the tool docs already; what memory
+adds is the argument names and value formats that worked).
 """
 
 from amd.errors import AmdError
+from amd.memory.steps import one_line
 from amd.prompts import load_prompt
 from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
 
 DEFAULT_REPRESENTATION = {t.name: t.default_representation for t in AMD_TYPES}
+SIGNATURE = "signature"
+FORMS = {t.name: (*REPRESENTATIONS, SIGNATURE) if t.name == "function" else REPRESENTATIONS for t in AMD_TYPES}
+SIGNATURE_RESULT_CHARS = 80
 _BY_CODE_OR_NAME = {key: t.name for t in AMD_TYPES for key in (t.code, t.name)}
 
 
@@ -34,9 +40,9 @@ def parse_representation(text) -> dict:
 def check_representation(representation: dict | None, base: dict | None = None) -> dict:
     chosen = {**DEFAULT_REPRESENTATION, **(base or {}), **(representation or {})}
     for memory_type, form in chosen.items():
-        if memory_type not in DEFAULT_REPRESENTATION or form not in REPRESENTATIONS:
-            raise AmdError(f"bad memory representation {memory_type}={form!r}; types: "
-                           f"{', '.join(DEFAULT_REPRESENTATION)}; forms: {', '.join(REPRESENTATIONS)}")
+        if memory_type not in FORMS or form not in FORMS[memory_type]:
+            raise AmdError(f"bad memory representation {memory_type}={form!r}; types: {', '.join(FORMS)}; forms: "
+                           + "; ".join(f"{name}: {', '.join(forms)}" for name, forms in FORMS.items()))
     return chosen
 
 
@@ -54,6 +60,15 @@ def render_function(entry: dict, form: str) -> str:
     return f"```python\n{entry['code']}\n```" if form == "code" else entry["prose"]
 
 
+def signature_lines(entries: list[dict]) -> str:
+    """One line per function: its first (best-ranked) entry's call and the start of that call's result."""
+    first = {}
+    for entry in entries:
+        first.setdefault(entry["name"], entry)
+    return "\n".join(f"- {' '.join(entry['call'].splitlines())} -> "
+                     f"{one_line(entry['observation'], SIGNATURE_RESULT_CHARS)}" for entry in first.values())
+
+
 RENDERERS = {"workflow": render_workflow, "subtask": render_subtask, "function": render_function}
 
 
@@ -61,7 +76,10 @@ def render_block(memory_type: str, entries: list[dict], form: str) -> str:
     """The prompt block for `entries` of one type, or "" when there are none."""
     if not entries:
         return ""
-    body = "\n\n".join(RENDERERS[memory_type](entry, form) for entry in entries)
+    if form == SIGNATURE:
+        body = signature_lines(entries)
+    else:
+        body = "\n\n".join(RENDERERS[memory_type](entry, form) for entry in entries)
     fields = {"entries": body}
     if memory_type == "function":
         fields["functions"] = ", ".join(dict.fromkeys(entry["name"] for entry in entries))

@@ -5,16 +5,26 @@ at most six subtask labels, each label retrieves top-k subtask segments, duplica
 system prompt. With the run option `per_turn`, subtasks are retrieved by each user turn instead (as the authors
 did for BFCL). Reactive, after an error: the failing function's records, looked up by name, ranked by
 cosine(instruction, record reasoning), top-k appended after the error. δ applies to the vector types only.
+
+Beyond the paper, two run options (each a registered config variant, amd.vocabulary AMD_VARIANTS):
+`decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
+and retrieves by the labels the samples agree on (amd.memory.amd.decompose); `fn_gate=repeat` gives function memory
+for a function only from its second error in the task on (its first error gets no hint, recorded as withheld).
 """
+
+import threading
+from collections import Counter
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
-from amd.memory.amd.decompose import decompose_instruction
+from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.method import BankHooks, injection_records
 
-RUN_OPTIONS = ("per_turn", "representation")
+RUN_OPTIONS = ("per_turn", "representation", "decompose_samples", "decompose_temperature", "fn_gate")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
+FN_GATES = ("always", "repeat")  # repeat: no function memory on a function's first error in the task
+DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
 
 
 class AmdHooks(BankHooks):
@@ -27,6 +37,17 @@ class AmdHooks(BankHooks):
         self.per_turn_subtasks = "subtask" in self.types and _flag(options.get("per_turn", False))
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
+        self.decompose_samples = _whole_number(options.get("decompose_samples", 1), "decompose_samples", MAX_SAMPLES)
+        self.decompose_temperature = _temperature(options.get("decompose_temperature",
+                                                              DEFAULT_DECOMPOSE_TEMPERATURE))
+        if self.decompose_samples > 1 and ("subtask" not in self.types or self.per_turn_subtasks):
+            raise AmdError("memory option decompose_samples needs subtask memory retrieved at task start (a config "
+                           "with st, per_turn false)")
+        self.fn_gate = str(options.get("fn_gate", "always")).strip().lower()
+        if self.fn_gate not in FN_GATES:
+            raise AmdError(f"memory option fn_gate must be one of {', '.join(FN_GATES)}, got {options['fn_gate']!r}")
+        self._function_errors: dict[str, Counter] = {}  # per task id (hooks serve every task of a run at once)
+        self._errors_lock = threading.Lock()
         self.function_vectors = self.bank.vectors("function")
         self.by_name: dict[str, list[int]] = {}
         for row, entry in enumerate(self.bank.entries["function"]):
@@ -35,17 +56,25 @@ class AmdHooks(BankHooks):
                 self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
 
     def describe(self) -> dict:
-        return {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
-                "per_turn": self.per_turn_subtasks}
+        described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
+                     "per_turn": self.per_turn_subtasks}
+        if self.decompose_samples > 1:
+            described |= {"decompose_samples": self.decompose_samples,
+                          "decompose_temperature": self.decompose_temperature}
+        if self.fn_gate != "always":
+            described["fn_gate"] = self.fn_gate
+        return described
 
     def task_start(self, task: TaskContext) -> Injection:
-        blocks, records = [], []
+        with self._errors_lock:
+            self._function_errors.pop(task.task_id, None)
+        blocks, records, details = [], [], {}
         if "workflow" in self.types:
             hits = self.search("workflow", task.instruction, task)
             blocks.append(self._block("workflow", hits))
             records += injection_records("workflow", hits, task.instruction)
         if "subtask" in self.types and not self.per_turn_subtasks:
-            labels = decompose_instruction(task.student, task.instruction) if task.student else [task.instruction]
+            labels, details = self._labels(task)
             seen, hits_by_label = set(), []
             for label in labels:
                 fresh = [(e, s) for e, s in self.search("subtask", label, task) if e["id"] not in seen]
@@ -53,7 +82,17 @@ class AmdHooks(BankHooks):
                 hits_by_label.append((label, fresh))
             blocks.append(self._block("subtask", [hit for _, hits in hits_by_label for hit in hits]))
             records += [r for label, hits in hits_by_label for r in injection_records("subtask", hits, label)]
-        return Injection("\n\n".join(block for block in blocks if block), records)
+        return Injection("\n\n".join(block for block in blocks if block), records, details)
+
+    def _labels(self, task: TaskContext) -> tuple[list[str], dict]:
+        """The subtask queries, and what a checked decomposition records."""
+        if not task.student:
+            return [task.instruction], {}
+        if self.decompose_samples == 1:
+            return decompose_instruction(task.student, task.instruction), {}
+        checked = checked_decomposition(task.student, task.instruction, self.decompose_samples,
+                                        self.decompose_temperature, task.seed)
+        return checked.merged, {"decomposition": checked.record()}
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
@@ -62,16 +101,22 @@ class AmdHooks(BankHooks):
         return Injection(self._block("subtask", hits), injection_records("subtask", hits, message))
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        """Per failing function name: its records, ranked by cosine(instruction, record reasoning), top-k."""
+        """Per failing function name: its records, ranked by cosine(instruction, record reasoning), top-k. Under
+        fn_gate=repeat, a function's first error in the task gets none (recorded as withheld)."""
         if "function" not in self.types:
             return Injection()
+        names = list(dict.fromkeys(failing_functions))
+        earlier = self._count_errors(task, names)
         excluded = self.excluded_group(task)
         entries = self.bank.entries["function"]
-        query, hits, records = None, [], []
-        for name in dict.fromkeys(failing_functions):
+        query, hits, records, withheld = None, [], [], []
+        for name in names:
             rows = [row for row in dict.fromkeys(self.by_name.get(name, []))
                     if entries[row]["source_group"] != excluded and all(row != r for r, _ in hits)]
             if not rows:
+                continue
+            if self.fn_gate == "repeat" and earlier[name] == 0:
+                withheld.append(name)
                 continue
             query = self.embedder.embed_one(task.instruction) if query is None else query
             scores = self.function_vectors[rows] @ query
@@ -79,10 +124,40 @@ class AmdHooks(BankHooks):
             ranked = ranked[: self.settings.k["function"]]
             hits += ranked
             records += injection_records("function", [(entries[r], s) for r, s in ranked], name)
-        return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records)
+        details = {"fn_gate": {"withheld": withheld}} if withheld else {}
+        return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records, details)
+
+    def episode_end(self, task: TaskContext, record: dict) -> None:
+        with self._errors_lock:
+            self._function_errors.pop(task.task_id, None)
+
+    def _count_errors(self, task: TaskContext, names: list[str]) -> Counter:
+        """Counts this error step's failing functions for the task; returns the counts before it."""
+        with self._errors_lock:
+            counts = self._function_errors.setdefault(task.task_id, Counter())
+            earlier = Counter({name: counts[name] for name in names})
+            counts.update(names)
+        return earlier
 
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type])
+
+
+def _whole_number(value, name: str, largest: int) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= largest:
+        raise AmdError(f"memory option {name} must be a whole number from 1 to {largest}, got {value!r}")
+    return int(text)
+
+
+def _temperature(value) -> float:
+    try:
+        temperature = float(value)
+    except (TypeError, ValueError):
+        temperature = 0.0
+    if not temperature > 0:
+        raise AmdError(f"memory option decompose_temperature must be a number > 0 (samples that vary), got {value!r}")
+    return temperature
 
 
 def _flag(value) -> bool:
