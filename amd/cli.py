@@ -15,7 +15,7 @@ import sys
 
 from amd.errors import AmdError
 from amd.registry import AGENTS, BENCHMARKS
-from amd.vocabulary import PROTOCOLS, SELF_EXCLUDED, ZERO_SHOT, memory_configs, memory_type
+from amd.vocabulary import PROMPTING, PROTOCOLS, SELF_EXCLUDED, ZERO_SHOT, memory_configs, memory_type
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +59,7 @@ def _add_run(commands) -> None:
     run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the benchmark (each benchmark says which it takes)")
     run.add_argument("--user-model", metavar="SPEC",
-                     help="the user simulator's model, for benchmarks that have one (toolsandbox); the same as "
+                     help="the user simulator's model, for benchmarks that have one; the same as "
                           "--benchmark-option user_model=SPEC")
     run.add_argument("--tasks", help="comma-separated task ids (default: all)")
     run.add_argument("--limit", type=int, help="only the first N of the selected tasks")
@@ -69,9 +69,11 @@ def _add_run(commands) -> None:
     run.add_argument("--temperature", type=_temperature, default=0.0,
                      help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
     run.add_argument("--max-tokens", type=int, default=512)
-    run.add_argument("--prompting", choices=("amd", "official"), default="amd",
+    run.add_argument("--prompting", choices=PROMPTING, default="amd",
                      help="amd: our system prompt (default); official: no system prompt of ours, the benchmark's "
-                          "messages and native tools alone, as an official function-calling harness sends them")
+                          "messages and native tools alone, as an official function-calling harness sends them; "
+                          "json: one JSON object per reply (a call or the answer), its decoding constrained to the "
+                          "tools' schemas (response_format json_schema: llama.cpp, vLLM)")
     run.add_argument("--think", choices=("on", "off"), default="off",
                      help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)

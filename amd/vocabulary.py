@@ -57,6 +57,10 @@ AMD_VARIANTS = {
                                  "options": {"fn_gate": "repeat", "representation": "fn=signature"}},
 }
 
+# How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
+# the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
+PROMPTING = ("amd", "official", "json")
+
 # Leakage protocols (paper Appendix B.3; amd.memory.protocols).
 SELF_EXCLUDED, CROSS_SPLIT, SHARED = "self_excluded", "cross_split", "shared"
 PROTOCOLS = (SELF_EXCLUDED, CROSS_SPLIT, SHARED)

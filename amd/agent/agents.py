@@ -8,19 +8,23 @@ students. Agents are registered in `amd.registry` (AGENTS).
 import json
 
 from amd.agent.base import AgentReply
+from amd.agent.json_steps import read_step, step_format
 from amd.agent.parsing import parse_code_reply, parse_reply
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, action_format
 from amd.errors import AmdError
 from amd.prompts import load_prompt
 
 OFFICIAL = "official"
+JSON_STEPS = "json"
 
 
 class ModelAgent:
     """Talks to a model through `amd.llm` (OpenAI SDK), in the episode's action format. Tool calls: native ones
     where the server fills them (vLLM with a tool parser, OpenAI), otherwise the tool docs go in the system prompt
-    and calls are parsed from the text. Code: the model writes a Python block per step (prompts/agent_system_code.md
-    with the episode's guide); the environment runs it and the output comes back as the next user message."""
+    and calls are parsed from the text. Prompting `json`: the tool docs go in the system prompt and every reply is
+    one JSON object, a call or the answer, its decoding constrained to the tools' schemas (amd.agent.json_steps).
+    Code: the model writes a Python block per step (prompts/agent_system_code.md with the episode's guide); the
+    environment runs it and the output comes back as the next user message."""
 
     needs_model = True
 
@@ -37,20 +41,24 @@ class ModelAgent:
         self.tools: list[dict] = []
         self._step = 0
         self._last_native = False
+        self._response_format = None  # prompting json: the constraint of every step
 
     def begin(self, tools: list[dict], memory_text: str) -> None:
         self.tools = tools
-        if self.model.params["prompting"] == OFFICIAL:
+        prompting = self.model.params["prompting"]
+        if prompting == OFFICIAL:
             self._begin_official(memory_text)
             return
         if self.code_guide is not None:
             self.tools = []  # code actions: the model gets no tools, it writes code
             system = load_prompt("agent_system_code").format(guide=self.code_guide)
+        elif prompting == JSON_STEPS:
+            self._response_format = step_format(tools)
+            system = load_prompt("agent_system_json").format(tool_docs=self._tool_docs(tools))
         elif self.model.native_tools:
             system = load_prompt("agent_system_native")
         else:
-            docs = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
-            system = load_prompt("agent_system").format(tool_docs=docs)
+            system = load_prompt("agent_system").format(tool_docs=self._tool_docs(tools))
         if self.benchmark_system:
             system = f"{system}\n\n{self.benchmark_system}"
         # Memory goes after the stable tool docs so the server's prefix cache stays warm across memory configs.
@@ -71,8 +79,14 @@ class ModelAgent:
         content = f"{text}\n\n{memory_text}" if memory_text else text
         self.messages.append({"role": "user", "content": content})
 
+    @staticmethod
+    def _tool_docs(tools: list[dict]) -> str:
+        return json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
+
     def act(self) -> AgentReply:
-        reply = self.model.chat(self.messages, self.tools if self.model.native_tools else None)
+        json_steps = self._response_format is not None
+        native = self.model.native_tools and not json_steps
+        reply = self.model.chat(self.messages, self.tools if native else None, response_format=self._response_format)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens,
                             cached_prompt_tokens=reply.cached_prompt_tokens, cached=reply.cached,
@@ -80,6 +94,8 @@ class ModelAgent:
         if reply.error is None:
             if self.code_guide is not None:
                 result.proposals = parse_code_reply(reply.text)
+            elif json_steps:  # an answer object ends the turn with its answer as the reply text
+                result.proposals, result.text = read_step(reply.text)
             else:
                 result.proposals = parse_reply(reply.text, reply.tool_calls)
             self._remember_reply(reply.text, result.proposals, native=bool(reply.tool_calls))

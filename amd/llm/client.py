@@ -17,6 +17,7 @@ from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.cache import ResponseCache, request_key
 from amd.paths import cache_dir
+from amd.vocabulary import PROMPTING
 
 log = logging.getLogger("amd.llm")
 
@@ -30,7 +31,6 @@ LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
 # prompt the agent uses (amd.agent.agents.ModelAgent: "amd", or "official": the benchmark's messages alone, as an
 # official function-calling harness sends them).
 MODEL_OPTIONS = {"think": False, "prompting": "amd"}
-PROMPTING = ("amd", "official")
 # The SDK's telemetry headers, dropped: validating and sending them is 0.06-0.17 ms of a 1-2 ms request, and a step
 # is CPU-bound when many tasks share one server (bench/bench_step_overhead.py, bench/RESULTS.md).
 _OMIT = openai.Omit()
@@ -124,14 +124,17 @@ class ChatModel:
             self._on_close()
             self._on_close = None
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None, sampling: dict | None = None) -> ChatReply:
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, sampling: dict | None = None,
+             response_format: dict | None = None) -> ChatReply:
         """One reply. `sampling` overrides the model's sampling parameters for this request only (keys of
         SAMPLING_DEFAULTS; e.g. one of several samples a memory method draws: {"temperature": 0.7, "seed": 1001});
-        it is part of the request body, hence of the cache key."""
+        `response_format` constrains the reply (amd.agent.json_steps). Both are part of the request body, hence of
+        the cache key."""
         unknown = set(sampling or {}) - set(SAMPLING_DEFAULTS)
         if unknown:
             raise AmdError(f"unknown sampling parameter(s) {sorted(unknown)}; known: {', '.join(SAMPLING_DEFAULTS)}")
-        body = self._request_body(messages, tools if tools and self.native_tools else None, sampling or {})
+        body = self._request_body(messages, tools if tools and self.native_tools else None, sampling or {},
+                                  response_format)
         key = request_key(self.identity, body) if self._cache else None
         reply = self._cached(key)
         if reply is None:
@@ -146,10 +149,12 @@ class ChatModel:
         stored = self._cache.get(key) if self._cache else None
         return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
 
-    def _request_body(self, messages, tools, sampling: dict) -> bytes:
+    def _request_body(self, messages, tools, sampling: dict, response_format: dict | None = None) -> bytes:
         """The request's JSON, written as the SDK would write it, with the tool docs (most of a BFCL request)
         encoded once per tool list rather than once per step."""
         body = {"model": self.model, "messages": messages, **(self._extra_body or {})}
+        if response_format is not None:
+            body["response_format"] = response_format
         chosen = self.params | sampling if sampling else self.params
         for name in SAMPLING_DEFAULTS:
             if chosen[name] is not None:

@@ -14,7 +14,7 @@ import yaml
 
 from amd.llm.specs import MODEL_KINDS
 from amd.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
-from amd.vocabulary import PROTOCOLS, REPRESENTATIONS, memory_configs, memory_types
+from amd.vocabulary import PROMPTING, PROTOCOLS, REPRESENTATIONS, memory_configs, memory_types
 
 
 class ConfigError(Exception):
@@ -39,6 +39,7 @@ def config_schema() -> dict:
     defs["represented_type"]["enum"] = [t.code for t in types if t.representations]
     defs["representation_form"]["enum"] = list(REPRESENTATIONS)
     defs["protocol"]["enum"] = list(PROTOCOLS)
+    defs["prompting"]["enum"] = list(PROMPTING)
     defs["output"]["enum"] = OUTPUTS.names()
     defs["agent_spec"]["pattern"] = rf"^(?:{_alternatives(model_free)}|{model})$"
     defs["writer_spec"]["pattern"] = rf"^(?:rules|{model})$"
