@@ -46,6 +46,9 @@ AMD_TYPES = (WORKFLOW, SUBTASK, FUNCTION)
 AMD_CONFIGS = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": ("wf", "st", "fn"), "wf_fn": ("wf", "fn"),
                "st_only": ("st",), "fn_only": ("fn",)}
 AMD_FULL = "wf_st_fn"  # the paper's AMD row
+# Beyond the paper: the full config with online memory (amd.memory.amd.online): the bank grows with the student's own
+# successes during the run; registered as a variant of AMD in amd.registry.
+AMD_ONLINE = {"wf_st_fn_online": {"types": ("wf", "st", "fn"), "options": {"online": True}}}
 
 # Leakage protocols (paper Appendix B.3; amd.memory.protocols).
 SELF_EXCLUDED, CROSS_SPLIT, SHARED = "self_excluded", "cross_split", "shared"

@@ -43,6 +43,7 @@ def summarize_run(path) -> dict:
                                          "completion_tokens", "success_by_task", "steps_by_task")},
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
+        "online": "online" in records[0]["memory"],  # online memory: the bank grew during the run
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]

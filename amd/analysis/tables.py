@@ -4,6 +4,7 @@ Each builder takes the runs frame (amd.analysis.runs.load_runs) and returns a Da
 as CSV and as Markdown with its caption and notes. Success rates are percentages, averaged over seeds.
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -300,3 +301,73 @@ def _pairs(zero_shot: dict, with_memory: dict, verb: str) -> dict:
             "sign_test_p": f"{p:.3g}", "smallest_p": f"{smallest:.3g}",
             f"{verb}_by_both": " ".join(both), f"{verb}_only_with_memory": " ".join(gained),
             f"{verb}_only_zero_shot": " ".join(lost)}
+
+
+ONLINE_PAIR = ["benchmark", "student", "teacher", "writer", "embedder", "representation", "protocol", "k_text", "seed"]
+ONLINE_COLUMNS = {"zero_shot": "solved_frozen", "with_memory": "solved_online", "memory_only": "online_only",
+                  "zero_shot_only": "frozen_only", "solved_only_with_memory": "solved_only_online",
+                  "solved_only_zero_shot": "solved_only_frozen"}
+
+
+def online_vs_frozen(runs: pd.DataFrame) -> pd.DataFrame:
+    """Online memory vs the same memory frozen (beyond the paper): each online run paired per task with the frozen
+    run of the same student, bank, protocol, k and seed; columns as in paired_tasks, plus what the online run added
+    to its bank (from its history): entries added, near-duplicates dropped, tasks that retrieved an added entry."""
+    students = _students(runs)
+    memory = students[students["memory"] != ZERO_SHOT]
+    online = memory.apply(_is_online, axis=1).astype(bool)
+    rows = []
+    for run in memory[online].itertuples():
+        frozen = _same_cell(memory[~online], run)
+        if frozen is None:
+            continue
+        pairs = _pairs(frozen["success_by_task"], run.success_by_task, "solved")
+        rows.append({"benchmark": run.benchmark, "student": run.student, "teacher": run.teacher,
+                     "protocol": run.protocol, "seed": run.seed, "k": run.k_text, "memory": frozen["memory"],
+                     "online_memory": run.memory, **{ONLINE_COLUMNS.get(key, key): value for key, value in pairs.items()},
+                     **_online_growth(run.path)})
+    if not rows:
+        raise AmdError("online_vs_frozen: no online run has a frozen run of the same student, bank, protocol, k and "
+                       "seed among --runs")
+    return pd.DataFrame(rows)
+
+
+def _same_cell(frozen: pd.DataFrame, run) -> pd.Series | None:
+    """The frozen run of the online run's cell: the same memory types and the same ONLINE_PAIR values."""
+    types = _types(run.memcfg)
+    for candidate in frozen.itertuples(index=False):
+        if _types(candidate.memcfg) == types and all(
+                _same(getattr(candidate, column), getattr(run, column)) for column in ONLINE_PAIR):
+            return pd.Series(candidate._asdict())
+    return None
+
+
+def _same(a, b) -> bool:
+    return (pd.isna(a) and pd.isna(b)) if pd.isna(a) or pd.isna(b) else a == b
+
+
+def _is_online(row) -> bool:
+    """A run whose records say online, or a run of a config that stands for online memory."""
+    return bool(row["online"]) or dict(memory_config(row["memcfg"]).options).get("online", "").lower() == "true"
+
+
+def _types(memcfg: str) -> tuple:
+    return memory_config(memcfg).types
+
+
+def _online_growth(run_path: str) -> dict:
+    """From the run's online history (amd.memory.online), where there is one: entries added, near-duplicates
+    dropped, and tasks that retrieved an entry added before them."""
+    from amd.memory.online import history_path
+
+    path = history_path(run_path)
+    if not path.exists():
+        return {"entries_added": None, "duplicates_dropped": None, "tasks_using_added": None}
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    added, using = set(), 0
+    for event in events:
+        using += bool(added & set(event["retrieved"]))
+        added |= {entry["id"] for entry in event["added"]}
+    return {"entries_added": len(added), "duplicates_dropped": sum(d["dropped"] for e in events for d in e["dedup"]),
+            "tasks_using_added": using}
+

@@ -5,7 +5,10 @@ at most six subtask labels, each label retrieves top-k subtask segments, duplica
 system prompt. With the run option `per_turn`, subtasks are retrieved by each user turn instead (as the authors
 did for BFCL). Reactive, after an error: the failing function's records, looked up by name, ranked by
 cosine(instruction, record reasoning), top-k appended after the error. δ applies to the vector types only.
+Online (run option `online`, amd.memory.amd.online), entries that failed rank lower; a frozen bank ranks by cosine.
 """
+
+import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
@@ -13,7 +16,7 @@ from amd.memory.amd.decompose import decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.method import BankHooks, injection_records
 
-RUN_OPTIONS = ("per_turn", "representation")
+RUN_OPTIONS = ("per_turn", "representation", "online", "online_writer", "online_dedup", "online_decay")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 
 
@@ -24,12 +27,16 @@ class AmdHooks(BankHooks):
         unknown = set(options) - set(RUN_OPTIONS)
         if unknown:
             raise AmdError(f"memory method amd has no run option {sorted(unknown)}; options: {', '.join(RUN_OPTIONS)}")
-        self.per_turn_subtasks = "subtask" in self.types and _flag(options.get("per_turn", False))
+        self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
         self.function_vectors = self.bank.vectors("function")
         self.by_name: dict[str, list[int]] = {}
-        for row, entry in enumerate(self.bank.entries["function"]):
+        self._index_function_names(0)
+
+    def _index_function_names(self, first_row: int) -> None:
+        """Function entries from `first_row` on, by name and by app.name."""
+        for row, entry in enumerate(self.bank.entries["function"][first_row:], start=first_row):
             self.by_name.setdefault(entry["name"], []).append(row)
             if entry.get("app"):
                 self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
@@ -62,7 +69,8 @@ class AmdHooks(BankHooks):
         return Injection(self._block("subtask", hits), injection_records("subtask", hits, message))
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        """Per failing function name: its records, ranked by cosine(instruction, record reasoning), top-k."""
+        """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
+        penalty (none when frozen), top-k."""
         if "function" not in self.types:
             return Injection()
         excluded = self.excluded_group(task)
@@ -74,9 +82,10 @@ class AmdHooks(BankHooks):
             if not rows:
                 continue
             query = self.embedder.embed_one(task.instruction) if query is None else query
-            scores = self.function_vectors[rows] @ query
-            ranked = sorted(zip(rows, scores.tolist()), key=lambda pair: (-pair[1], pair[0]))
-            ranked = ranked[: self.settings.k["function"]]
+            scores = (self.function_vectors[rows] @ query).tolist()
+            ranks = (np.asarray(scores) - self.bank.penalties("function", rows)).tolist()
+            order = sorted(range(len(rows)), key=lambda i: (-ranks[i], rows[i]))[: self.settings.k["function"]]
+            ranked = [(rows[i], scores[i]) for i in order]
             hits += ranked
             records += injection_records("function", [(entries[r], s) for r, s in ranked], name)
         return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records)
@@ -85,8 +94,8 @@ class AmdHooks(BankHooks):
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type])
 
 
-def _flag(value) -> bool:
+def flag(value, name: str) -> bool:
     text = str(value).strip().lower()
     if text not in TRUE + FALSE:
-        raise AmdError(f"memory option per_turn must be true or false, got {value!r}")
+        raise AmdError(f"memory option {name} must be true or false, got {value!r}")
     return text in TRUE
