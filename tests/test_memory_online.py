@@ -235,8 +235,14 @@ def test_a_resumed_online_run_must_keep_its_task_order_and_history(full_run, ban
                     str(bank), "--memory-config", "wf_st_fn", "--online", *RETRIEVE_ALL, "--max-retries", "1",
                     "--no-progress", env=env, check=False)
     missing = online_run(server, bank, tmp_path / "run.jsonl", env, check=False)
+    header, *events = (full_run["out"].parent / "run.jsonl.online.jsonl").read_text().splitlines()
+    other = json.loads(header)
+    other["memory"]["online"]["decay"] = 0.5
+    (tmp_path / "run.jsonl.online.jsonl").write_text("\n".join([json.dumps(other), *events]) + "\n")
+    another = online_run(server, bank, tmp_path / "run.jsonl", env, check=False)
     assert reordered.returncode == 2 and "resumes only in task order" in reordered.stderr
     assert missing.returncode == 2 and "run.jsonl.online.jsonl: missing" in missing.stderr
+    assert another.returncode == 2 and "online history of another memory setting" in another.stderr
 
 
 @pytest.mark.parametrize("writer", ["student", "model"])

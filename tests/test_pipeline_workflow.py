@@ -220,6 +220,10 @@ def test_the_online_overlay_adds_one_online_cell_and_its_table_to_the_default(wo
                               "total": default["total"] + 3}
     runs = [line for line in result.stdout.splitlines() if "amd run" in line and "wf_st_fn_online" in line]
     assert len(runs) == 1 and "--memory-config wf_st_fn_online" in runs[0]
+    # it runs after the frozen cell, so it finds that cell's replies in the response cache until it retrieves otherwise
+    (reason,) = re.findall(r"wf_st_fn_online memory.*\nReason: (.*)", result.stdout)
+    frozen = "results/bfcl/student-qwen05/oracle-rules-minilm-amd/wf_st_fn/self_excluded/k_wf1_st1_fn1/seed0/"
+    assert f"{frozen}trajectories.jsonl" in reason.split("Input files updated by another job: ")[1]
     snakemake(where, env, "results/tables/online_vs_frozen.md", "--cores", "2", "--configfile", "config/online.yaml")
     table = (where / "results/tables/online_vs_frozen.md").read_text()
     assert "| wf_st_fn " in table and "wf_st_fn_online" in table
