@@ -90,6 +90,9 @@ def _add_run(commands) -> None:
     run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
                      help="a run option of the memory method, e.g. per_turn=true (amd: retrieve subtask memory "
                           "by each user turn) or representation=st=prose")
+    run.add_argument("--online", action="store_true",
+                     help="online memory (amd): the bank grows with the student's successes during the run, tasks "
+                          "run one at a time in task order (= --memory-option online=true)")
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(handler=_run_command)
 

@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from amd.errors import AmdError, did_you_mean
-from amd.vocabulary import AMD_CONFIGS, AMD_TYPES, AMD_VARIANTS, MemoryType
+from amd.vocabulary import AMD_CONFIGS, AMD_ONLINE, AMD_TYPES, AMD_VARIANTS, MemoryType
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,15 @@ class Registry:
         if (target is None) == (unavailable is None):
             raise AmdError(f"{self.kind} {name!r}: give either a target or the reason it is unavailable")
         self._entries[name] = Entry(name, target, unavailable, meta)
+
+    def extend(self, name: str, key: str, items: dict) -> None:
+        """Add `items` to the dict `key` of an entry's meta (e.g. one more named memory config of a method)."""
+        entry = self.entry(name)
+        clash = set(items) & set(entry.meta[key])
+        if clash:
+            raise AmdError(f"{self.kind} {name!r}: {key} {sorted(clash)} registered twice")
+        self._entries[name] = Entry(name, entry.target, entry.unavailable,
+                                    entry.meta | {key: entry.meta[key] | items})
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -126,3 +135,9 @@ for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
 def create_benchmark(name: str, **options):
     """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
     return BENCHMARKS.load(name)(**options)
+
+# Beyond the paper: AMD with online memory (amd.memory.amd.online): the bank grows with the student's own successes
+# during the run, entries that keep failing lose rank; tasks run one at a time in task order.
+MEMORY_METHODS.extend("amd", "configs", AMD_ONLINE)
+# Online memory against the same bank frozen, on the same tasks, paired, with a sign test.
+OUTPUTS.add("online_vs_frozen", "amd.analysis.tables:online_vs_frozen", kind="table")

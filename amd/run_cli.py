@@ -73,16 +73,17 @@ def _check_positive(args) -> None:
 
 def _memory(args, k: dict, delta: dict):
     if args.memory_config == ZERO_SHOT:
-        if args.memory:
-            raise AmdError("--memory-config zero_shot takes no --memory bank")
+        if args.memory or args.online:
+            raise AmdError("--memory-config zero_shot takes no --memory bank and no --online")
         return None, {"config": ZERO_SHOT, "bank": None}
     if not args.memory:
         raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
     from amd.memory.cli import parse_options
     from amd.memory.method import open_memory
 
+    options = parse_options(args.memory_option, "--memory-option") | ({"online": "true"} if args.online else {})
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
-                        split_seed=args.split_seed, options=parse_options(args.memory_option, "--memory-option"))
+                        split_seed=args.split_seed, options=options)
     return hooks, hooks.describe()
 
 

@@ -3,6 +3,9 @@
 Each finished task is appended to the output and fsynced at once, so a crash or SIGKILL loses at most the tasks in
 flight. Rerunning the same command resumes: finished tasks are skipped, a truncated last line is dropped, no task
 is written twice. When every task is done the file is rewritten in task order in one atomic rename.
+
+A memory whose bank changes as tasks finish (online memory) runs its tasks one at a time in task order, and a
+crash stops the run there, so a rerun resumes in the same order and every task sees what its predecessors left.
 """
 
 import logging
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from amd.agent.hooks import TaskContext
+from amd.agent.hooks import RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
@@ -47,7 +50,8 @@ class RunSummary:
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
               progress: bool = True) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    done = _finished_task_ids(spec, out_path)
+    finished_records = _finished_records(spec, out_path)
+    done = {record["task_id"] for record in finished_records}
     write_expected_tasks(out_path, spec.benchmark.name, task_ids)
     todo = [task_id for task_id in task_ids if task_id not in done]
     summary = RunSummary(skipped=len(task_ids) - len(todo))
@@ -69,11 +73,30 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
         finally:
             close_episode(episode)
-        with write_lock:
-            append_durably(out_path, record)
         if spec.memory is not None:
             spec.memory.episode_end(task, record)
+        with write_lock:
+            append_durably(out_path, record)
 
+    in_order = spec.memory is not None and spec.memory.one_task_at_a_time
+    if in_order and concurrency > 1:
+        log.warning("memory %s changes as tasks finish: its tasks run one at a time, in task order "
+                    "(--concurrency %d not used)", spec.memory_info["config"], concurrency)
+        concurrency = 1
+    if spec.memory is not None:
+        spec.memory.run_start(RunContext(spec.benchmark, Path(out_path), list(task_ids), finished_records))
+    try:
+        _run_queue(run_one, todo, concurrency, summary, bar, stop_at_crash=in_order)
+    finally:
+        bar.close()
+        if spec.memory is not None:
+            spec.memory.run_end()
+    if not summary.crashed:
+        _rewrite_in_task_order(out_path, task_ids)
+    return summary
+
+
+def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, bar, stop_at_crash: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending = {}
         queue = list(todo)
@@ -85,13 +108,13 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
+            if stop_at_crash and summary.crashed and queue:
+                log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
+                          "crashed task when rerun", len(queue))
+                queue.clear()
             bar.update(len(finished))
             bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
                             in_flight=len(pending))
-    bar.close()
-    if not summary.crashed:
-        _rewrite_in_task_order(out_path, task_ids)
-    return summary
 
 
 def _account(future, task_id: str, summary: RunSummary) -> None:
@@ -105,9 +128,9 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
     log.error("task %s crashed and was not written; rerun to retry it:\n%s", task_id, detail)
 
 
-def _finished_task_ids(spec: RunSpec, out_path) -> set[str]:
+def _finished_records(spec: RunSpec, out_path) -> list[dict]:
     if not Path(out_path).exists():
-        return set()
+        return []
     drop_truncated_tail(out_path)
     records = read_trajectories(out_path)
     for record in records:
@@ -115,7 +138,7 @@ def _finished_task_ids(spec: RunSpec, out_path) -> set[str]:
             if record[key] != expected:
                 raise AmdError(f"{out_path} holds a different run ({key} {record[key]} here, {expected} asked); "
                                "choose another --out")
-    return {record["task_id"] for record in records}
+    return records
 
 
 def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:

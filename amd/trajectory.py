@@ -16,6 +16,12 @@ class AgentInfo(TypedDict):
     params: NotRequired[dict]
 
 
+class OnlineInfo(TypedDict):
+    writer: str  # who distils the student's successes: rules, student or a model spec
+    dedup: float  # cosine at or above which a new entry is a near-duplicate
+    decay: float  # rank lost per net failure
+
+
 class MemoryInfo(TypedDict):
     config: str
     method: NotRequired[str]
@@ -24,6 +30,7 @@ class MemoryInfo(TypedDict):
     protocol: NotRequired[str | None]
     k: NotRequired[dict]
     delta: NotRequired[dict]
+    online: NotRequired[OnlineInfo]  # online memory only
 
 
 class InjectionRecord(TypedDict):
@@ -32,6 +39,8 @@ class InjectionRecord(TypedDict):
     source_task_id: str  # the leakage audit
     similarity: NotRequired[float | None]
     query: NotRequired[str]
+    online: NotRequired[bool]  # online memory only: added during this run
+    rank_penalty: NotRequired[float]  # online memory only: rank below the cosine after failures
 
 
 class Call(TypedDict):

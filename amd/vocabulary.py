@@ -57,6 +57,10 @@ AMD_VARIANTS = {
                                  "options": {"fn_gate": "repeat", "representation": "fn=signature"}},
 }
 
+# Beyond the paper: the full config with online memory (amd.memory.amd.online): the bank grows with the student's own
+# successes during the run; registered as a variant of AMD in amd.registry.
+AMD_ONLINE = {"wf_st_fn_online": {"types": ("wf", "st", "fn"), "options": {"online": True}}}
+
 # How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
 PROMPTING = ("amd", "official", "json")

@@ -43,6 +43,8 @@ rule run_student_memory:
     input:
         bank=grid.bank_path,
         setup=grid.setup_done,
+        # online memory: after the frozen run of the same cell, whose cached replies it reuses
+        frozen=grid.frozen_run,
     output:
         layout.MEMORY_RUN,
     log:

@@ -309,3 +309,30 @@ def test_function_gating_compares_each_variant_with_always_on_function_memory(tm
     assert (gated["prompt_tokens_per_task_always_on"], gated["prompt_tokens_per_task"]) == (300.0, 100.0)
     assert (gated["always_on"], gated["variant"], gated["variant_only"], gated["always_on_only"]) == (1, 2, 1, 0)
     assert (compact["variant"], compact["always_on_only"], compact["difference_pp"]) == (0, 1, -50.0)
+
+
+def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(tmp_path):
+    spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
+    frozen = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 4), (False, 6), (False, 6), (True, 4)])
+    online = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn_online", 0, [(True, 4), (True, 5), (True, 5), (False, 6)])
+    unpaired = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn_online", 1, [(True, 4)] * 4)  # no frozen seed 1
+    events = [{"task_id": "multi_turn_base_0", "retrieved": ["workflow:t:0"], "dedup": [],
+               "added": [{"id": "online:workflow:multi_turn_base_0:0"}, {"id": "online:subtask:multi_turn_base_0:0"}]},
+              {"task_id": "multi_turn_base_1", "retrieved": ["online:workflow:multi_turn_base_0:0"],
+               "dedup": [{"entry_id": "online:workflow:multi_turn_base_1:0", "dropped": True}], "added": []},
+              {"task_id": "multi_turn_base_2", "retrieved": ["workflow:t:0"], "dedup": [], "added": []},
+              {"task_id": "multi_turn_base_3", "retrieved": ["online:subtask:multi_turn_base_0:0"], "dedup": [],
+               "added": []}]
+    Path(f"{online}.online.jsonl").write_text("\n".join(json.dumps(line) for line in [{"schema": "h"}, *events]) + "\n")
+    table = tables.online_vs_frozen(load_runs([frozen, online, unpaired]))
+    (row,) = table.itertuples()
+    assert (row.baseline, row.memory, row.seed, row.tasks) == ("wf_st_fn", "wf_st_fn_online", 0, 4)
+    assert (row.frozen, row.online, row.online_only, row.frozen_only) == (2, 3, 2, 1)
+    assert row.solved_only_online == "multi_turn_base_1 multi_turn_base_2" and row.difference_pp == 25.0
+    assert row.sign_test_p == "1"  # 2 against 1 discordant pairs
+    assert (row.entries_added, row.duplicates_dropped, row.tasks_using_added) == (2, 1, 2)
+    tables.write_table("online_vs_frozen", table, tmp_path / "o.csv", tmp_path / "o.md")
+    assert (tmp_path / "o.md").read_text().startswith("**Online memory vs the same memory frozen")
+    with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
+        other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
+        tables.online_vs_frozen(load_runs([unpaired, other_types]))

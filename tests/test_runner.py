@@ -133,6 +133,8 @@ def test_step_limit_per_task_counts_over_turns():
 
 
 class RecordingMemory:
+    one_task_at_a_time = False
+
     def __init__(self):
         self.after_error_calls, self.finished = [], []
 
@@ -151,8 +153,14 @@ class RecordingMemory:
         self.after_error_calls.append(failing_functions)
         return Injection("HINT", [{"type": "function", "entry_id": "f1", "source_task_id": "other", "similarity": 0.5}])
 
+    def run_start(self, run):
+        self.started = run
+
     def episode_end(self, task, record):
         self.finished.append((task.task_id, record["task_id"], record["success"]))
+
+    def run_end(self):
+        self.ended = True
 
 
 def test_memory_hooks_are_called_and_recorded():

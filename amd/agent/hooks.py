@@ -4,6 +4,7 @@ subtasks, keywords) it asks through `TaskContext.student`, with its own prompts.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
@@ -27,7 +28,21 @@ class Injection:
     details: dict = field(default_factory=dict)
 
 
+@dataclass
+class RunContext:
+    """What a memory method learns of the run before its first task (methods that update memory online)."""
+
+    benchmark: object  # the benchmark the run is on (its function docs and apps)
+    out_path: Path  # the run's output; a method keeps what it adds beside it
+    task_ids: list[str]  # every task of the run, in its fixed order
+    finished: list[dict]  # the records already in the output (a resumed run), in file order
+
+
 class MemoryHooks(Protocol):
+    # True for a method whose memory changes as tasks finish: the runner then runs one task at a time, in task
+    # order, so that each task sees exactly the memory its predecessors left.
+    one_task_at_a_time: bool
+
     def describe(self) -> dict:
         """The trajectory's `memory` field: config, method, bank, bank_sha256, protocol, k, delta."""
 
@@ -40,5 +55,12 @@ class MemoryHooks(Protocol):
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         """A hint block appended after an error observation."""
 
+    def run_start(self, run: RunContext) -> None:
+        """Called once before the run's first task."""
+
     def episode_end(self, task: TaskContext, record: dict) -> None:
-        """Called with each finished task's trajectory record (methods that update memory online)."""
+        """Called with each finished task's trajectory record just before it is written to the output (methods
+        that update memory online); an exception here leaves the task unwritten, so a rerun retries it."""
+
+    def run_end(self) -> None:
+        """Called once when the run ends, finished or not."""

@@ -4,6 +4,7 @@ Each builder takes the runs frame (amd.analysis.runs.load_runs) and returns a Da
 as CSV and as Markdown with its caption and notes. Success rates are percentages, averaged over seeds.
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -391,3 +392,34 @@ def _paired_as(base: dict, variant: dict, base_name: str, variant_name: str) -> 
         key = key.replace("with_memory", variant_name).replace("memory_only", f"{variant_name}_only")
         renamed[key.replace("zero_shot", base_name)] = value
     return renamed
+
+
+def online_vs_frozen(runs: pd.DataFrame) -> pd.DataFrame:
+    """Online memory vs the same memory frozen (beyond the paper): each online run paired per task with the frozen
+    run of the same cell and seed; columns as in paired_tasks, named frozen and online, plus what the online run
+    added to its bank (from its history): entries added, near-duplicates dropped, tasks that retrieved an added
+    entry."""
+    rows = []
+    for online, frozen in _variant_runs(runs, {"online"}, "online_vs_frozen"):
+        rows.append({**_variant_cell(online), "k": online.k_text,
+                     **_paired_as(frozen.success_by_task, online.success_by_task, "frozen", "online"),
+                     **_online_growth(online.path)})
+    return pd.DataFrame(rows)
+
+
+def _online_growth(run_path: str) -> dict:
+    """From the run's online history (amd.memory.online), where there is one: entries added, near-duplicates
+    dropped, and tasks that retrieved an entry added before them."""
+    from amd.memory.online import history_path
+
+    path = history_path(run_path)
+    if not path.exists():
+        return {"entries_added": None, "duplicates_dropped": None, "tasks_using_added": None}
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    added, using = set(), 0
+    for event in events:
+        using += bool(added & set(event["retrieved"]))
+        added |= {entry["id"] for entry in event["added"]}
+    return {"entries_added": len(added), "duplicates_dropped": sum(d["dropped"] for e in events for d in e["dedup"]),
+            "tasks_using_added": using}
+

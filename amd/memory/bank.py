@@ -93,6 +93,11 @@ class Bank:
                 if row >= 0 and score >= floor and entries[row]["source_group"] != exclude_group]
         return hits[:k]
 
+    def penalties(self, type_name: str, rows) -> np.ndarray:
+        """How far each entry of `rows` ranks below its cosine: not at all in a frozen bank (an online one lowers
+        entries that failed: amd.memory.online)."""
+        return np.zeros(len(rows), dtype=np.float32)
+
     def restricted(self, allowed_groups: set[str]) -> "Bank":
         """A bank holding only the entries distilled from `allowed_groups` (cross-split memory side)."""
         keep = {t: [i for i, e in enumerate(entries) if e["source_group"] in allowed_groups]

@@ -2,7 +2,8 @@
 
 A method (registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
 itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
-each user turn, after an error, after each finished episode. `BankHooks` gives a method the protocols (never an
+each user turn, after an error, after each finished episode (and at the start and end of the run, for methods
+that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an
 entry of the task's own group unless `shared`), vector search with per-type k and δ, and injection records.
 """
 
@@ -12,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from amd.agent.hooks import Injection, TaskContext
+from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
 from amd.memory.bank import Bank, BankContents, load_bank
 from amd.memory.embed import get_embedder
@@ -66,6 +67,8 @@ class MemoryMethod(Protocol):
 class BankHooks:
     """Hooks that inject nothing, plus what every method needs; a method overrides the hooks it uses."""
 
+    one_task_at_a_time = False  # a frozen bank: tasks may run in parallel
+
     def __init__(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings):
         self.bank, self.config, self.settings = bank, config, settings
         self.types = [t.name for t in config.types]
@@ -93,7 +96,13 @@ class BankHooks:
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         return Injection()
 
+    def run_start(self, run: RunContext) -> None:
+        pass
+
     def episode_end(self, task: TaskContext, record: dict) -> None:
+        pass
+
+    def run_end(self) -> None:
         pass
 
     def excluded_group(self, task: TaskContext) -> str | None:

@@ -116,6 +116,18 @@ class Grid:
         """The bank a memory run reads: its config's method, built from its teacher with its settings."""
         return layout.BANK_DIR.format(**(dict(wildcards) | {"method": memory_config(wildcards["memcfg"]).method}))
 
+    @staticmethod
+    def frozen_run(wildcards) -> list[str]:
+        """What an online run waits for: the frozen run of its cell (the same types without options: the same bank,
+        protocol, k and seed), whose model replies it then finds in the response cache up to its first task that
+        retrieves differently. Other runs wait for nothing."""
+        config = memory_config(wildcards["memcfg"])
+        if dict(config.options).get("online", "").lower() != "true":
+            return []
+        frozen = [name for name, other in memory_configs().items()
+                  if other.method == config.method and other.types == config.types and not other.options]
+        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": frozen[0]}))] if frozen else []
+
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them)."""
         cells = list(self.cells(experiment))

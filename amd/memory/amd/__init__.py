@@ -1,13 +1,14 @@
 """AMD, the paper's method, as a registered memory method: successful trajectories distilled into workflow,
 subtask and function memory (`entries.py`, `writers.py`), retrieved and injected at task start and after errors
-(`retrieval.py`), rendered as prose or code (`render.py`, paper Table 4: both forms are stored)."""
+(`retrieval.py`), rendered as prose or code (`render.py`, paper Table 4: both forms are stored). Beyond the paper,
+the run option `online` grows the bank with the student's own successes during a run (`online.py`)."""
 
 from collections import Counter
 
 from amd.errors import AmdError
 from amd.memory.amd.entries import build_entries, successful
 from amd.memory.amd.render import check_representation, parse_representation
-from amd.memory.amd.retrieval import AmdHooks
+from amd.memory.amd.retrieval import AmdHooks, flag
 from amd.memory.bank import BankContents
 from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
 
@@ -39,4 +40,11 @@ class AmdMemory:
                       "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}})
 
     def open(self, bank, config, settings) -> AmdHooks:
+        if flag(settings.options.get("online", False), "online"):
+            from amd.memory.amd.online import OnlineAmdHooks
+
+            return OnlineAmdHooks(bank, config, settings)
+        stray = sorted(key for key in settings.options if key.startswith("online_"))
+        if stray:
+            raise AmdError(f"memory options {', '.join(stray)} need online=true (amd run --online)")
         return AmdHooks(bank, config, settings)

@@ -20,8 +20,10 @@ from amd.memory.steps import (
     render_steps_prose,
     steps_of,
 )
+from amd.vocabulary import AMD_TYPES
 
 log = logging.getLogger("amd.memory")
+ALL_TYPES = tuple(t.name for t in AMD_TYPES)
 
 
 @dataclass
@@ -46,15 +48,18 @@ def successful(records: list[dict]) -> list[dict]:
     return kept
 
 
-def build_entries(record: dict, benchmark, chat=None) -> BuildResult:
-    """All entries of one successful record. `chat` (messages -> ChatReply) selects the model writer."""
+def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES) -> BuildResult:
+    """The entries of one successful record, of the memory types named in `types`. `chat` (messages ->
+    ChatReply) selects the model writer."""
     result = BuildResult()
     steps = steps_of(record)
-    workflow = workflow_entry(record, benchmark, steps, chat, result.audit)
+    workflow = workflow_entry(record, benchmark, steps, chat, result.audit) if "workflow" in types else None
     if workflow:
         result.workflow.append(workflow)
-    result.subtask.extend(subtask_entries(record, benchmark, steps, chat))
-    result.function.extend(function_entries(record, benchmark, steps))
+    if "subtask" in types:
+        result.subtask.extend(subtask_entries(record, benchmark, steps, chat))
+    if "function" in types:
+        result.function.extend(function_entries(record, benchmark, steps))
     return result
 
 

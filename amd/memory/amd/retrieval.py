@@ -10,10 +10,13 @@ Beyond the paper, two run options (each a registered config variant, amd.vocabul
 `decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
 and retrieves by the labels the samples agree on (amd.memory.amd.decompose); `fn_gate=repeat` gives function memory
 for a function only from its second error in the task on (its first error gets no hint, recorded as withheld).
+Online (run option `online`, amd.memory.amd.online), entries that failed rank lower; a frozen bank ranks by cosine.
 """
 
 import threading
 from collections import Counter
+
+import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
@@ -21,7 +24,8 @@ from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompo
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.method import BankHooks, injection_records
 
-RUN_OPTIONS = ("per_turn", "representation", "decompose_samples", "decompose_temperature", "fn_gate")
+RUN_OPTIONS = ("per_turn", "representation", "decompose_samples", "decompose_temperature", "fn_gate", "online",
+               "online_writer", "online_dedup", "online_decay")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 FN_GATES = ("always", "repeat")  # repeat: no function memory on a function's first error in the task
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
@@ -34,7 +38,7 @@ class AmdHooks(BankHooks):
         unknown = set(options) - set(RUN_OPTIONS)
         if unknown:
             raise AmdError(f"memory method amd has no run option {sorted(unknown)}; options: {', '.join(RUN_OPTIONS)}")
-        self.per_turn_subtasks = "subtask" in self.types and _flag(options.get("per_turn", False))
+        self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
         self.decompose_samples = _whole_number(options.get("decompose_samples", 1), "decompose_samples", MAX_SAMPLES)
@@ -50,7 +54,11 @@ class AmdHooks(BankHooks):
         self._errors_lock = threading.Lock()
         self.function_vectors = self.bank.vectors("function")
         self.by_name: dict[str, list[int]] = {}
-        for row, entry in enumerate(self.bank.entries["function"]):
+        self._index_function_names(0)
+
+    def _index_function_names(self, first_row: int) -> None:
+        """Function entries from `first_row` on, by name and by app.name."""
+        for row, entry in enumerate(self.bank.entries["function"][first_row:], start=first_row):
             self.by_name.setdefault(entry["name"], []).append(row)
             if entry.get("app"):
                 self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
@@ -101,8 +109,9 @@ class AmdHooks(BankHooks):
         return Injection(self._block("subtask", hits), injection_records("subtask", hits, message))
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        """Per failing function name: its records, ranked by cosine(instruction, record reasoning), top-k. Under
-        fn_gate=repeat, a function's first error in the task gets none (recorded as withheld)."""
+        """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
+        penalty (none when frozen), top-k. Under fn_gate=repeat, a function's first error in the task gets none
+        (recorded as withheld)."""
         if "function" not in self.types:
             return Injection()
         names = list(dict.fromkeys(failing_functions))
@@ -119,9 +128,10 @@ class AmdHooks(BankHooks):
                 withheld.append(name)
                 continue
             query = self.embedder.embed_one(task.instruction) if query is None else query
-            scores = self.function_vectors[rows] @ query
-            ranked = sorted(zip(rows, scores.tolist()), key=lambda pair: (-pair[1], pair[0]))
-            ranked = ranked[: self.settings.k["function"]]
+            scores = (self.function_vectors[rows] @ query).tolist()
+            ranks = (np.asarray(scores) - self.bank.penalties("function", rows)).tolist()
+            order = sorted(range(len(rows)), key=lambda i: (-ranks[i], rows[i]))[: self.settings.k["function"]]
+            ranked = [(rows[i], scores[i]) for i in order]
             hits += ranked
             records += injection_records("function", [(entries[r], s) for r, s in ranked], name)
         details = {"fn_gate": {"withheld": withheld}} if withheld else {}
@@ -160,8 +170,8 @@ def _temperature(value) -> float:
     return temperature
 
 
-def _flag(value) -> bool:
+def flag(value, name: str) -> bool:
     text = str(value).strip().lower()
     if text not in TRUE + FALSE:
-        raise AmdError(f"memory option per_turn must be true or false, got {value!r}")
+        raise AmdError(f"memory option {name} must be true or false, got {value!r}")
     return text in TRUE
