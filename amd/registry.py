@@ -122,3 +122,6 @@ for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
 def create_benchmark(name: str, **options):
     """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
     return BENCHMARKS.load(name)(**options)
+
+# Several teachers (beyond the paper): single-teacher memory beside a bank pooled from several (amd memory pool).
+OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")

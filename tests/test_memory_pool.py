@@ -182,3 +182,39 @@ def test_memory_cli_pools_and_shows_a_pool(tmp_path, capsys):
     assert "tasks seen by default from alpha 4, beta 1" in capsys.readouterr().out
     assert main(["memory", "pool", "--banks", str(alpha), "--teachers", "alpha", "--out", str(out)]) == 2
 
+
+def write_student_run(root, teacher, seed, successes, pool=None) -> str:
+    from test_analysis_outputs import record as run_record
+
+    from amd.analysis import layout
+
+    path = root / layout.MEMORY_RUN.format(benchmark="bfcl", student="qwen3_4b", teacher=teacher, writer="w",
+                                           embedder="e", representation="amd", memcfg="wf_st_fn",
+                                           protocol="self_excluded", k="wf1_st1_fn1", seed=seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = [run_record(f"multi_turn_base_{i}", ok, 3, "vllm:Qwen/Qwen3-4B", "wf_st_fn")
+               for i, ok in enumerate(successes)]
+    for r in records:
+        r["memory"] |= {"pool": pool} if pool else {}
+    write_jsonl(path, records)
+    return str(path)
+
+
+def test_the_multi_teacher_table_puts_pools_beside_the_best_single_teacher(tmp_path):
+    from amd.analysis.runs import load_runs
+    from amd.analysis.tables import table_multi_teacher
+
+    pool = {"teachers": ["alpha", "beta"], "prefer_teacher": "beta", "tasks_by_teacher": {"alpha": 1, "beta": 3}}
+    runs = [write_student_run(tmp_path, "alpha", 0, [True, False, False, False]),
+            write_student_run(tmp_path, "alpha", 1, [True, True, False, False]),
+            write_student_run(tmp_path, "beta", 0, [True, True, True, False]),
+            write_student_run(tmp_path, "both_b", 0, [True, True, True, True], pool)]
+    table = table_multi_teacher(load_runs(runs))
+    rows = {row.teacher: row for row in table.itertuples()}
+    assert list(table["teacher"]) == ["alpha", "beta", "both_b"]  # single teachers first
+    assert rows["alpha"].success == 37.5 and rows["alpha"].runs == 2 and rows["alpha"].vs_best_single == -37.5
+    assert rows["beta"].vs_best_single == 0 and rows["both_b"].vs_best_single == 25.0
+    assert (rows["both_b"].pool, rows["both_b"].prefer, rows["both_b"].memory_from) == (
+        "alpha+beta", "beta", "alpha 1, beta 3")
+    with pytest.raises(AmdError, match="no run with a pooled bank"):
+        table_multi_teacher(load_runs(runs[:3]))

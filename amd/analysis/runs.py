@@ -43,6 +43,8 @@ def summarize_run(path) -> dict:
                                          "completion_tokens", "success_by_task", "steps_by_task")},
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
+        # memory pooled from several teachers (amd memory pool): its teachers, the preferred one, per-task sources
+        "pool": records[0]["memory"].get("pool"),
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]
