@@ -115,6 +115,8 @@ for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_repre
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
 OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
 OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
+# Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
+OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 
@@ -122,6 +124,3 @@ for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
 def create_benchmark(name: str, **options):
     """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
     return BENCHMARKS.load(name)(**options)
-
-# Several teachers (beyond the paper): single-teacher memory beside a bank pooled from several (amd memory pool).
-OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
