@@ -90,7 +90,7 @@ def test_a_run_sees_one_teacher_per_task_and_a_preferred_teacher_first(pooled, p
     hooks = open_memory(pooled, "wf_st_fn", k=50, delta=-1.0, options=options)
     unseen = TaskContext("multi_turn_base_999", "multi_turn_base_999", "Buy shares and post a tweet.")
     records = hooks.task_start(unseen).records + hooks.after_error(unseen, ["rm", "mv", "post_tweet"]).records
-    assert {task: teachers for task, teachers in seen_teachers(records).items()} == {
+    assert seen_teachers(records) == {
         task: {teacher} for task, teacher in expected.items()
         if any(r["source_task_id"] == task for r in records)}
     assert {r["source_task_id"] for r in records if r["type"] == "workflow"} == set(expected)
@@ -141,7 +141,7 @@ def test_a_baseline_pool_prefers_a_solved_trajectory_over_a_failed_one(tmp_path)
     assert bank.manifest["outcomes"] == {"success": 4 + 3, "failure": 1 + 1}  # counts summed over the members
     hooks = open_memory(tmp_path / "pool", "reasoningbank", k=50, delta=-1.0, options={"prefer_teacher": "beta"})
     records = hooks.task_start(TaskContext("t", "t", "Move a file.")).records
-    assert {task: teachers for task, teachers in seen_teachers(records).items()} == {
+    assert seen_teachers(records) == {
         task: {teacher} for task, teacher in PREFER_BETA.items()}
 
 

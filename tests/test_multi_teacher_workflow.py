@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from replay_model import ground_truth_answers, replay_model
 from scripted_server import ScriptedServer
 
@@ -62,8 +63,6 @@ def read_jsonl(path) -> list[dict]:
 
 
 def test_a_pooled_bank_keeps_provenance_through_the_real_workflow(tmp_path):
-    import yaml
-
     for name in WORKFLOW_FILES:
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)

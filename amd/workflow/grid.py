@@ -308,7 +308,7 @@ class Grid:
                 if member not in self.config["teachers"]:
                     raise ConfigError(f"config: teacher_pools.{name}.teachers: {member!r} is not defined under "
                                       "`teachers`")
-            if pool.get("prefer", pool["teachers"][0]) not in pool["teachers"]:
+            if "prefer" in pool and pool["prefer"] not in pool["teachers"]:
                 raise ConfigError(f"config: teacher_pools.{name}.prefer: {pool['prefer']!r} is not one of its "
                                   f"teachers {pool['teachers']}")
 
