@@ -2,7 +2,7 @@
 
   amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options]
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
-  amd memory build|show|query ...      (amd.memory.cli)
+  amd memory build|pool|show|query ... (amd.memory.cli)
   amd table|figure NAME ...            (amd.analysis.cli)
   amd serve-run ...                    (amd.serve: a vLLM server that lives as long as one command)
 """
@@ -89,7 +89,8 @@ def _add_run(commands) -> None:
     run.add_argument("--split-seed", type=int, default=0, help="seed of the cross_split 7:3 split")
     run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
                      help="a run option of the memory method, e.g. per_turn=true (amd: retrieve subtask memory "
-                          "by each user turn) or representation=st=prose")
+                          "by each user turn) or representation=st=prose; with any method over a bank pooled "
+                          "from several teachers (amd memory pool), prefer_teacher=NAME")
     run.add_argument("--online", action="store_true",
                      help="online memory (amd): the bank grows with the student's successes during the run, tasks "
                           "run one at a time in task order (= --memory-option online=true)")

@@ -128,6 +128,8 @@ OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table"
 # function memory).
 OUTPUTS.add("decomposition_check", "amd.analysis.tables:decomposition_check", kind="table")
 OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="table")
+# Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
+OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

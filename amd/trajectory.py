@@ -31,12 +31,14 @@ class MemoryInfo(TypedDict):
     k: NotRequired[dict]
     delta: NotRequired[dict]
     online: NotRequired[OnlineInfo]  # online memory only
+    pool: NotRequired[dict]  # a bank pooled from several teachers (amd.memory.pool)
 
 
 class InjectionRecord(TypedDict):
     type: str  # a memory type's name (amd.vocabulary)
     entry_id: str
     source_task_id: str  # the leakage audit
+    source_teacher: NotRequired[str]  # a pooled bank's entry: whose trajectory it came from
     similarity: NotRequired[float | None]
     query: NotRequired[str]
     online: NotRequired[bool]  # online memory only: added during this run

@@ -1,5 +1,6 @@
 # Stage 2: distil the teacher's trajectories into a memory bank of one method (entries and FAISS indexes), in one
 # `amd memory build` call. A writer that is a served agent (a teacher writing its own memory) is served by the job.
+# A teacher pool's bank joins its teachers' banks in one `amd memory pool` call (no model, no re-embedding).
 
 
 rule build_memory:
@@ -12,6 +13,7 @@ rule build_memory:
     benchmark:
         benchmark_path(f"{layout.BANK_DIR}/build.log")
     wildcard_constraints:
+        teacher=grid.agent_names(),
         writer=grid.other_writers(),
     conda:
         "../environment.yml"
@@ -34,8 +36,31 @@ rule build_memory:
 
 use rule build_memory as build_memory_served with:
     wildcard_constraints:
+        teacher=grid.agent_names(),
         writer=grid.served_agents(),
     resources:
         gpu=grid.writer_gpus,
         llm_api=0,
         local_llm=0,
+
+
+rule pool_memory:
+    input:
+        banks=grid.pool_member_banks,
+    output:
+        directory(layout.BANK_DIR),
+    log:
+        log_path(f"{layout.BANK_DIR}/pool.log"),
+    benchmark:
+        benchmark_path(f"{layout.BANK_DIR}/pool.log")
+    wildcard_constraints:
+        teacher=grid.pool_names(),
+    conda:
+        "../environment.yml"
+    threads: 1
+    params:
+        teachers=grid.pool_member_names,
+    message:
+        "memory bank {wildcards.method}: pool {wildcards.teacher} ({params.teachers})"
+    shell:
+        "amd memory pool --banks {input.banks} --teachers {params.teachers} --out {output} > {log} 2>&1"

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from amd.vocabulary import output_names
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 WORKFLOW_FILES = ("Snakefile", "rules", "config", "report", "profiles", "environment.yml")
@@ -86,10 +88,9 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     result = snakemake(where, env, "-n", "all", "--cores", "8", "--configfile", "config/paper.yaml")
     took_all = child_cpu_seconds() - started
     jobs = planned_jobs(result)
-    outputs = {name for spec in yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"].values()
-               for name in spec["outputs"]}
-    assert jobs["make_table"] == sum(not name.startswith("fig") for name in outputs) >= 7
-    assert jobs["make_figure"] == 3
+    paper = yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"].values()
+    outputs = {name for experiment in paper for name in experiment["outputs"]}
+    assert jobs["make_table"] == len(outputs & set(output_names("table"))) >= 6 and jobs["make_figure"] == 3
     assert jobs["run_student_memory_served"] > 100 and "run_student_memory" not in jobs
     started = child_cpu_seconds()
     k_sweep = planned_jobs(snakemake(where, env, "-n", "results/fig5_k_sweep.pdf", "--cores", "8",
@@ -241,6 +242,71 @@ def test_the_online_overlay_adds_one_online_cell_and_its_table_to_the_default(wo
     snakemake(where, env, "results/tables/online_vs_frozen.md", "--cores", "2", "--configfile", "config/online.yaml")
     table = (where / "results/tables/online_vs_frozen.md").read_text()
     assert "| wf_st_fn " in table and "wf_st_fn_online" in table
+
+
+def pools_overlay(where, prefer="oracle_b", **extra) -> str:
+    """The default plus a second oracle teacher and two pools of both: one in the pool's order, one preferring
+    `prefer`; one experiment with each teacher's memory and each pool's."""
+    return overlay(where, "pools.yaml", {
+        "teachers": {"oracle": {"spec": "oracle"}, "oracle_b": {"spec": "oracle", "max_steps": 30}},
+        "teacher_pools": {"both": {"teachers": ["oracle", "oracle_b"]},
+                          "both_b": {"teachers": ["oracle", "oracle_b"], "prefer": prefer}},
+        "experiments": {"multi": {"benchmarks": ["bfcl"], "students": ["qwen05"], "memory_configs": ["wf_st_fn"],
+                                  "teachers": ["oracle", "oracle_b", "both", "both_b"],
+                                  "outputs": ["table_multi_teacher"]}}} | extra)
+
+
+def test_a_pooled_bank_is_planned_from_its_teachers_banks_and_runs(workdir):
+    where, env = workdir
+    target = "results/tables/table_multi_teacher.md"
+    result = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile", pools_overlay(where))
+    assert planned_jobs(result) == {"run_teacher": 2, "build_memory": 2, "pool_memory": 2, "run_student_memory": 4,
+                                    "make_table": 1, "total": 11}
+    bank = "results/bfcl/bank/amd/{}-rules-minilm-amd"
+    pools = [line[line.index("amd memory pool"):] for line in result.stdout.splitlines() if "amd memory pool" in line]
+    assert sorted(pools) == sorted(
+        f"amd memory pool --banks {bank.format('oracle')} {bank.format('oracle_b')} --teachers oracle oracle_b "
+        f"--out {bank.format(name)} > results/logs/bfcl/bank/amd/{name}-rules-minilm-amd/pool.log 2>&1"
+        for name in ("both", "both_b"))
+    runs = [line for line in result.stdout.splitlines() if "amd run bfcl --agent local:" in line]
+    assert len(runs) == 4
+    for line in runs:
+        pooled = re.search(r"--memory results/bfcl/bank/amd/(\w+)-rules", line).group(1)
+        assert ("--memory-option prefer_teacher=oracle_b" in line) == (pooled == "both_b"), line
+    # the table shows each teacher's own run beside the students' (the members' runs, never a pool's)
+    table = next(line for line in result.stdout.splitlines() if "amd table table_multi_teacher" in line)
+    assert "teacher-oracle/trajectories.jsonl" in table and "teacher-oracle_b/" in table and "teacher-both" not in table
+
+
+def test_changing_the_preferred_teacher_reruns_only_that_pools_runs(workdir):
+    where, env = workdir
+    target = "results/tables/table_multi_teacher.md"
+    snakemake(where, env, target, "--cores", "2", "--configfile", pools_overlay(where))
+    assert "both_b" in (where / target).read_text()
+    assert planned_jobs(snakemake(where, env, "-n", target, "--cores", "2", "--configfile",
+                                  pools_overlay(where, prefer="oracle"))) == {
+        "run_student_memory": 1, "make_table": 1, "total": 2}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"teacher_pools": {"both": {"teachers": ["oracle", "nobody"]}}},
+     "teacher_pools.both.teachers: 'nobody' is not defined under `teachers`"),
+    ({"teacher_pools": {"both": {"teachers": ["oracle", "oracle_b"], "prefer": "qwen05"}}},
+     "teacher_pools.both.prefer: 'qwen05' is not one of its teachers"),
+    ({"teacher_pools": {"qwen05": {"teachers": ["oracle", "oracle_b"]}}},
+     "teacher_pools.qwen05: the name is already an agent's"),
+    ({"teacher_pools": {"both": {"teachers": ["oracle"]}}}, "teacher_pools.both.teachers: ['oracle'] is too short"),
+    ({"defaults": {"teacher": "oracle", "writer": "teacher", "embedder": "minilm", "representation": "amd",
+                   "protocol": "self_excluded", "k": {}, "delta": {}, "split_seed": 0, "seeds": [0]}},
+     "writer 'oracle' has no model to write memory with"),
+])
+def test_a_bad_pool_is_rejected_naming_the_key(workdir, change, message):
+    where, env = workdir
+    config = yaml.safe_load(Path(pools_overlay(where)).read_text())
+    teachers = {"teachers": config["teachers"]} if "teachers" not in change else {}
+    bad = overlay(where, "bad_pool.yaml", config | teachers | change)
+    result = snakemake(where, env, "-n", "all", "--cores", "1", "--configfile", bad, check=False)
+    assert result.returncode != 0 and message in result.stdout + result.stderr
 
 
 def test_local_model_jobs_never_run_more_than_the_profiles_cap_at_once(workdir):

@@ -83,7 +83,12 @@ def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
         for cell in grid.cells(experiment):
             parsed = parse_shell(run_command(grid, cell))
             assert parsed.benchmark == cell["benchmark"] and parsed.memory_config == cell["memcfg"]
-            if cell["method"]:
+            if cell["method"] and cell["teacher"] in grid.pools():
+                wildcards = Wildcards(cell, seed=str(cell["seed"]))
+                pool = parse_shell(f"amd memory pool --banks {' '.join(grid.pool_member_banks(wildcards))} "
+                                   f"--teachers {grid.pool_member_names(wildcards)} --out b")
+                assert len(pool.banks) == len(pool.teachers) == len(grid.pools()[cell["teacher"]]["teachers"])
+            elif cell["method"]:
                 wildcards = Wildcards(cell, seed=str(cell["seed"]))
                 build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
                                     f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")

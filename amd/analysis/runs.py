@@ -44,7 +44,8 @@ def summarize_run(path) -> dict:
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
         **memory_detail_columns(records),
-        "online": "online" in records[0]["memory"],  # online memory: the bank grew during the run
+        # memory pooled from several teachers (amd memory pool): its teachers, the preferred one, per-task sources
+        "pool": records[0]["memory"].get("pool"),
     }
     if row["role"] == "other":
         row["benchmark"] = records[0]["benchmark"]

@@ -423,3 +423,44 @@ def _online_growth(run_path: str) -> dict:
     return {"entries_added": len(added), "duplicates_dropped": sum(d["dropped"] for e in events for d in e["dedup"]),
             "tasks_using_added": using}
 
+
+
+def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:
+    """Several teachers (beyond the paper): success with each single teacher's memory and with a bank pooled from several.
+
+    Each teacher's own success first; then per student, memory config and protocol, a row per single teacher's
+    bank and per pooled bank (pool: its teachers in priority order; prefer: the preferred teacher; memory_from:
+    how many tasks' memory came from each teacher); vs_best_single = the row - the best single teacher's row."""
+    teachers = runs[runs["role"] == "teacher"]
+    rows = [{"benchmark": t["benchmark"], "acting": "teacher itself", "teacher": t["teacher"],
+             "success": t["success_rate"], "runs": 1, "tasks": t["n_tasks"]} for _, t in teachers.iterrows()]
+    students = _students(runs)
+    students = students[students["role"] == "memory"]
+    described = pd.DataFrame([_pool_columns(pool) for pool in students["pool"]], index=students.index)
+    students = students.drop(columns="pool").join(described)
+    if not (students["pool"] != "—").any():
+        raise AmdError("table_multi_teacher: no run with a pooled bank among --runs (name a `teacher_pools` entry "
+                       "as an experiment's teacher)")
+    cell = ["benchmark", "student", "memory", "protocol"]
+    cells = aggregate(students, [*cell, "teacher", "pool", "prefer", "memory_from"])
+    cells = cells.assign(pooled=cells["pool"] != "—").sort_values(["benchmark", "student", "pooled"], kind="stable")
+    best = cells[cells["pool"] == "—"].groupby(cell, dropna=False)["success"].max()
+    for row in cells.itertuples():
+        single = best.get((row.benchmark, row.student, row.memory, row.protocol))
+        rows.append({"benchmark": row.benchmark, "acting": row.student, "memory": row.memory,
+                     "protocol": row.protocol, "teacher": row.teacher, "pool": row.pool, "prefer": row.prefer,
+                     "memory_from": row.memory_from, "success": row.success,
+                     "vs_best_single": None if single is None else row.success - single, "std": row.std,
+                     "runs": row.runs, "tasks": row.tasks})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["benchmark"], kind="stable")[
+        ["benchmark", "acting", "memory", "protocol", "teacher", "pool", "prefer", "memory_from", "success",
+         "vs_best_single", "std", "runs", "tasks"]]
+
+
+def _pool_columns(pool: dict | None) -> dict:
+    """A run's pooled bank as text: its teachers in priority order, the preferred one, tasks' memory by teacher."""
+    if not pool:
+        return {"pool": "—", "prefer": "—", "memory_from": "—"}
+    return {"pool": "+".join(pool["teachers"]), "prefer": pool.get("prefer_teacher") or "—",
+            "memory_from": ", ".join(f"{name} {count}" for name, count in pool["tasks_by_teacher"].items())}

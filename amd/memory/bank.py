@@ -3,6 +3,7 @@
     DIR/manifest.json      method (name, version), writer, embedder, dim, sources (sha256), task ids and groups,
                            types and counts, plus what the method adds (audit, representation, ...)
     DIR/TYPE.jsonl         one entry per line: id, type, source_task_id, source_group, and the method's fields
+                           (a bank pooled from several teachers adds source_teacher: amd.memory.pool)
     DIR/TYPE.faiss         faiss IndexFlatIP over the L2-normalized embeddings of each entry's embedded field,
                            row = line, so scores are cosine similarities
 
@@ -100,10 +101,13 @@ class Bank:
 
     def restricted(self, allowed_groups: set[str]) -> "Bank":
         """A bank holding only the entries distilled from `allowed_groups` (cross-split memory side)."""
-        keep = {t: [i for i, e in enumerate(entries) if e["source_group"] in allowed_groups]
-                for t, entries in self.entries.items()}
-        indexes = {t: flat_index(self.vectors(t)[rows], self.manifest["dim"]) for t, rows in keep.items()}
-        entries = {t: [self.entries[t][i] for i in rows] for t, rows in keep.items()}
+        return self.filtered(lambda entry: entry["source_group"] in allowed_groups)
+
+    def filtered(self, keep) -> "Bank":
+        """A bank holding only the entries for which `keep(entry)` is true (same manifest, vectors reused)."""
+        rows = {t: [i for i, e in enumerate(entries) if keep(e)] for t, entries in self.entries.items()}
+        indexes = {t: flat_index(self.vectors(t)[kept], self.manifest["dim"]) for t, kept in rows.items()}
+        entries = {t: [self.entries[t][i] for i in kept] for t, kept in rows.items()}
         return Bank(self.path, self.manifest, self.manifest_sha256, entries, indexes)
 
 

@@ -53,6 +53,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         "sources": sources, "agents": _unique([record["agent"] for record in records]),
         "benchmarks": sorted({record["benchmark"] for record in records}),
         "task_ids": sorted(groups), "task_groups": dict(sorted(groups.items())),
+        "solved_task_ids": sorted({record["task_id"] for record in records if record["success"] is True}),
         "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
         "counts": {t: len(entries) for t, entries in contents.entries.items()},
         **contents.manifest,

@@ -1,12 +1,15 @@
-"""`amd memory build|show|query`: distill trajectories into a bank, inspect it, try retrieval."""
+"""`amd memory build|pool|show|query`: distill trajectories into a bank, pool several teachers' banks, inspect a
+bank, try retrieval."""
 
 import json
 import textwrap
+from collections import Counter
 
 from amd.errors import AmdError
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
+from amd.memory.pool import pool_banks
 from amd.memory.writing import RULES
 from amd.registry import EMBEDDERS, MEMORY_METHODS
 from amd.vocabulary import memory_types
@@ -37,6 +40,15 @@ def register(subparsers) -> None:
                        help="an option of the trajectories' benchmark, as given to `amd run` (e.g. where its data is)")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
     build.set_defaults(handler=run_build)
+
+    pool = commands.add_parser("pool", help="pool the banks of several teachers into one (provenance per entry)")
+    pool.add_argument("--banks", nargs="+", required=True,
+                      help="banks built by `amd memory build` from each teacher's trajectories (one method, embedder)")
+    pool.add_argument("--teachers", nargs="+", required=True,
+                      help="the teachers' names, one per bank in the same order; the order is the priority of "
+                           "the dedup across teachers (a run's --memory-option prefer_teacher=NAME goes first)")
+    pool.add_argument("--out", required=True, help="pooled bank directory (replaced atomically)")
+    pool.set_defaults(handler=run_pool)
 
     show = commands.add_parser("show", help="counts and a few entries of each type")
     show.add_argument("bank")
@@ -78,6 +90,13 @@ def run_build(args) -> int:
     return 0
 
 
+def run_pool(args) -> int:
+    manifest = pool_banks(args.banks, args.teachers, args.out)
+    print(f"bank {args.out} ({manifest['method']['name']}, pooled from {', '.join(args.teachers)}): "
+          f"{json.dumps(manifest['counts'])} stored, {json.dumps(manifest['pool']['default_counts'])} seen by default")
+    return 0
+
+
 def run_show(args) -> int:
     bank = load_bank(args.bank)
     manifest = bank.manifest
@@ -87,6 +106,10 @@ def run_show(args) -> int:
           f"agents {', '.join(a['spec'] for a in manifest['agents']) or '-'}")
     print(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
                                                         if "audit" in manifest else ""))
+    if "pool" in manifest:
+        by_teacher = Counter(manifest["pool"]["default_teacher"].values())
+        print(f"pooled from {', '.join(manifest['pool']['teachers'])}; tasks seen by default from "
+              + ", ".join(f"{name} {by_teacher[name]}" for name in manifest["pool"]["teachers"]))
     for type_name in manifest["types"]:
         for entry in bank.entries[type_name][: args.n]:
             print(f"\n[{entry['id']}]")

@@ -3,8 +3,9 @@
 A method (registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
 itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
 each user turn, after an error, after each finished episode (and at the start and end of the run, for methods
-that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an
-entry of the task's own group unless `shared`), vector search with per-type k and δ, and injection records.
+that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an entry of the
+task's own group unless `shared`), vector search with per-type k and δ, and injection records; over a bank pooled
+from several teachers, one teacher's entries per task (amd.memory.pool, run option prefer_teacher).
 """
 
 import logging
@@ -17,6 +18,7 @@ from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
 from amd.memory.bank import Bank, BankContents, load_bank
 from amd.memory.embed import get_embedder
+from amd.memory.pool import pooled_view
 from amd.memory.protocols import memory_groups
 from amd.vocabulary import CROSS_SPLIT, SHARED, MemoryConfig, check_protocol, memory_config, memory_type
 
@@ -51,6 +53,7 @@ class RetrievalSettings:
     delta: dict[str, float | None]  # by type name; None: no threshold
     split_seed: int = 0
     options: dict = field(default_factory=dict)  # method-specific run options (e.g. AMD's per_turn)
+    prefer_teacher: str | None = None  # a pooled bank: whose memory a task sees first (amd.memory.pool)
 
 
 class MemoryMethod(Protocol):
@@ -73,10 +76,12 @@ class BankHooks:
         self.bank, self.config, self.settings = bank, config, settings
         self.types = [t.name for t in config.types]
         self.embedder = get_embedder(bank.manifest["embedder"])
-        self.memory_side = None
+        self.memory_side, self.pool = None, None
+        if "pool" in bank.manifest or settings.prefer_teacher is not None:
+            self.bank, self.pool = pooled_view(bank, settings.prefer_teacher)
         if settings.protocol == CROSS_SPLIT:
             self.memory_side = memory_groups(bank.manifest["task_groups"], settings.split_seed)
-            self.bank = bank.restricted(self.memory_side)
+            self.bank = self.bank.restricted(self.memory_side)
 
     def describe(self) -> dict:
         described = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
@@ -85,6 +90,8 @@ class BankHooks:
                      "delta": {t: self.settings.delta[t] for t in self.types if self.settings.delta[t] is not None}}
         if self.settings.protocol == CROSS_SPLIT:
             described["split_seed"] = self.settings.split_seed
+        if self.pool is not None:
+            described["pool"] = self.pool
         return described
 
     def task_start(self, task: TaskContext) -> Injection:
@@ -121,6 +128,7 @@ class BankHooks:
 
 def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
     return [{"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+             **({"source_teacher": entry["source_teacher"]} if "source_teacher" in entry else {}),
              "similarity": round(float(score), 6), "query": query} for entry, score in hits]
 
 
@@ -143,8 +151,10 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
     if protocol == SHARED:
         log.warning("memory protocol 'shared': a task may retrieve memory distilled from itself (leaky; the "
                     "paper's main protocol)")
+    options = dict(config.options) | dict(options or {})
+    prefer_teacher = options.pop("prefer_teacher", None)  # every method's run option (amd.memory.pool)
     settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
-                                 dict(config.options) | dict(options or {}))
+                                 options, prefer_teacher)
     return method.open(bank, config, settings)
 
 

@@ -39,6 +39,21 @@ class Grid:
             raise ConfigError(f"config: agent {name!r} is in neither `teachers` nor `students`")
         return self.agents()[name]
 
+    def pools(self) -> dict:
+        """`teacher_pools`: a name usable as a teacher, for one bank pooled from its teachers' banks."""
+        return self.config.get("teacher_pools", {})
+
+    def distilled_teachers(self, teacher: str) -> list[str]:
+        """The teachers whose runs a cell's memory comes from: a pool's members, else the teacher itself."""
+        return self.pools()[teacher]["teachers"] if teacher in self.pools() else [teacher]
+
+    def agent_names(self) -> str:
+        """Teachers and students (banks distilled from one run), as a wildcard regex."""
+        return "|".join(self.agents())
+
+    def pool_names(self) -> str:
+        return "|".join(self.pools()) or "(?!)"
+
     def served_agents(self) -> str:
         """Agents whose jobs (their runs, and memory builds they write) serve their model themselves with vLLM (a
         `serve:` block), as a wildcard regex."""
@@ -131,7 +146,8 @@ class Grid:
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them)."""
         cells = list(self.cells(experiment))
-        teachers = {layout.TEACHER_RUN.format(**cell) for cell in cells if cell["method"]}
+        teachers = {layout.TEACHER_RUN.format(**(cell | {"teacher": teacher})) for cell in cells if cell["method"]
+                    for teacher in self.distilled_teachers(cell["teacher"])}
         return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers)
 
     def output_runs(self, name: str) -> list[str]:
@@ -218,11 +234,24 @@ class Grid:
         chosen = self.config["representations"][wildcards.representation]
         return args.build_option_flags(wildcards.method, chosen, represented)
 
+    def pool_member_banks(self, wildcards) -> list[str]:
+        """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
+        teacher (`writer: teacher`) joins the banks each member wrote itself."""
+        cell = dict(wildcards)
+        return [layout.BANK_DIR.format(**(cell | {"teacher": member, "writer": (
+            member if wildcards.writer == wildcards.teacher else wildcards.writer)}))
+            for member in self.distilled_teachers(wildcards.teacher)]
+
+    def pool_member_names(self, wildcards) -> str:
+        return " ".join(self.distilled_teachers(wildcards.teacher))
+
     def memory_args(self, wildcards) -> str:
         defaults = self.config["defaults"]
         config = memory_config(wildcards.memcfg)
         split_seed = defaults["split_seed"] if wildcards.protocol == CROSS_SPLIT else None
         options = defaults.get("memory_options", {}).get(config.method, {})
+        if "prefer" in self.pools().get(wildcards.teacher, {}):
+            options = options | {"prefer_teacher": self.pools()[wildcards.teacher]["prefer"]}
         delta = defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
                                  layout.parse_k(wildcards.k), delta, split_seed, options)
@@ -261,7 +290,9 @@ class Grid:
     def _check_names(self) -> None:
         """Every name an experiment uses is defined, a teacher that writes its own memory has a model, and no
         agent is both teacher and student."""
-        extra = {"teachers": {SELF_TEACHER: None} | self.agents(), "writers": {TEACHER_WRITES: None} | self.agents()}
+        self._check_pools()
+        extra = {"teachers": {SELF_TEACHER: None} | self.agents() | self.pools(),
+                 "writers": {TEACHER_WRITES: None} | self.agents()}
         for experiment in self.config["experiments"]:
             for section in SECTIONS:
                 known = self.config[section] | extra.get(section, {})
@@ -270,13 +301,28 @@ class Grid:
                         raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
                                           f"under `{section}`")
             for cell in self.cells(experiment):
-                if cell["method"] and cell["writer"] not in self.config["writers"] and not self.samples(
-                        self.agent(cell["writer"])):
-                    raise ConfigError(f"config: experiments.{experiment}: writer {cell['writer']!r} has no model to "
-                                      "write memory with; name a writer under `writers` (e.g. rules)")
+                own = cell["writer"] == cell["teacher"]  # each teacher writes its own memory, a pool's members too
+                writers = self.distilled_teachers(cell["teacher"]) if own else [cell["writer"]]
+                for writer in writers:
+                    if cell["method"] and writer not in self.config["writers"] and not self.samples(self.agent(writer)):
+                        raise ConfigError(f"config: experiments.{experiment}: writer {writer!r} has no model to "
+                                          "write memory with; name a writer under `writers` (e.g. rules)")
         clash = set(self.config["teachers"]) & set(self.config["students"])
         if clash:
             raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
+
+    def _check_pools(self) -> None:
+        """A pool's name is its own, its members are `teachers` entries, and it prefers one of them."""
+        for name, pool in self.pools().items():
+            if name in self.agents():
+                raise ConfigError(f"config: teacher_pools.{name}: the name is already an agent's; pick another")
+            for member in pool["teachers"]:
+                if member not in self.config["teachers"]:
+                    raise ConfigError(f"config: teacher_pools.{name}.teachers: {member!r} is not defined under "
+                                      "`teachers`")
+            if "prefer" in pool and pool["prefer"] not in pool["teachers"]:
+                raise ConfigError(f"config: teacher_pools.{name}.prefer: {pool['prefer']!r} is not one of its "
+                                  f"teachers {pool['teachers']}")
 
 
 def _uses(spec, *prefixes) -> int:

@@ -2,7 +2,7 @@
 """A stand-in `amd` for workflow tests (pipeline and SLURM): the real command line, instant outputs.
 
 Arguments are parsed by amd's own parser, so a rule that passes a flag `amd` does not accept fails here too;
-`run`, `memory build` and `score` then write small but schema-valid outputs instead of working, and `table` and
+`run`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table` and
 `figure` run the real analysis code. Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
 $FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. Declared but
 unavailable benchmarks fail at once, as they do for real.
@@ -13,17 +13,18 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from amd.cli import build_parser
 from amd.registry import BENCHMARKS
 
 
-def trajectory(task_id, benchmark, spec, memory_config, success):
+def trajectory(task_id, benchmark, spec, memory, success):
     return {
         "schema": "amd.trajectory/1", "task_id": task_id, "benchmark": benchmark,
         "data_version": {"package": "fake", "sha256": "0" * 64},
         "agent": {"spec": spec, "kind": "oracle" if spec == "oracle" else "model", "model": None, "params": {}},
-        "memory": {"config": memory_config}, "instruction": "fake task",
+        "memory": memory, "instruction": "fake task",
         "turns": [{"user": "fake task", "steps": [{"model_text": "", "calls": [], "observations": [], "error": False}]}],
         "decoded_calls": [], "success": success, "checker": {}, "status": "finished", "error": None,
         "n_steps": 1, "tokens": {"prompt": 1, "completion": 1}, "wall_time_s": 0.0,
@@ -41,16 +42,24 @@ def run(args):
     tasks = args.tasks.split(",") if args.tasks else [f"multi_turn_base_{i}" for i in range(6)]
     if args.agent != "oracle" and ":" not in args.agent:
         sys.exit(f"amd: error: bad agent spec {args.agent!r}")
+    memory = {"config": args.memory_config}
+    bank = json.loads(Path(args.memory, "manifest.json").read_text()) if args.memory else {}
+    if "teachers" in bank:  # a pooled bank: the run records its teachers and the preferred one
+        prefer = dict(option.split("=", 1) for option in args.memory_option).get("prefer_teacher")
+        memory["pool"] = {"teachers": bank["teachers"], "prefer_teacher": prefer,
+                          "tasks_by_teacher": {prefer or bank["teachers"][0]: len(tasks)}}
     with open(args.out, "w") as handle:
         for i, task in enumerate(tasks[: args.limit]):
             success = args.agent == "oracle" or (args.memory_config != "zero_shot" and i % 2 == 0)
-            handle.write(json.dumps(trajectory(task, args.benchmark, args.agent, args.memory_config, success)) + "\n")
+            handle.write(json.dumps(trajectory(task, args.benchmark, args.agent, memory, success)) + "\n")
 
 
-def memory_build(args):
+def memory(args):
     os.makedirs(args.out, exist_ok=True)
+    made = ({"from": args.trajectories, "method": args.method, "writer": args.writer}
+            if args.memory_command == "build" else {"banks": args.banks, "teachers": args.teachers})
     with open(os.path.join(args.out, "manifest.json"), "w") as handle:
-        handle.write(json.dumps({"from": args.trajectories, "method": args.method, "writer": args.writer}) + "\n")
+        handle.write(json.dumps(made) + "\n")
 
 
 def score(args):
@@ -66,7 +75,7 @@ def serve_run(args):
     return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
 
 
-FAKES = {"run": run, "memory": memory_build, "score": score, "serve-run": serve_run}
+FAKES = {"run": run, "memory": memory, "score": score, "serve-run": serve_run}
 
 
 def main():
