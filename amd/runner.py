@@ -64,9 +64,11 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         episode = spec.benchmark.start(task_id)
         try:
             agent = spec.make_agent(episode)
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction,
-                               agent.student_chat())
+            student = CountedChat(agent.student_chat()) if agent.student_chat() else None
+            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student)
             record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+            if spec.memory is not None and student is not None:
+                record["memory_calls"] = student.usage
         finally:
             close_episode(episode)
         with write_lock:
@@ -92,6 +94,24 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     if not summary.crashed:
         _rewrite_in_task_order(out_path, task_ids)
     return summary
+
+
+class CountedChat:
+    """The student's chat as a memory method sees it, counting what the method asks of it in one task (the
+    trajectory's `memory_calls`: a cost the steps do not show)."""
+
+    def __init__(self, chat):
+        self._chat = chat
+        self._lock = threading.Lock()
+        self.usage = {"replies": 0, "requests": 0, "prompt": 0, "completion": 0}
+
+    def __call__(self, *args, **kwargs):
+        reply = self._chat(*args, **kwargs)
+        with self._lock:
+            for key, value in (("replies", reply.error is None), ("requests", reply.requests),
+                               ("prompt", reply.prompt_tokens), ("completion", reply.completion_tokens)):
+                self.usage[key] += int(value)
+        return reply
 
 
 def _account(future, task_id: str, summary: RunSummary) -> None:
