@@ -115,6 +115,8 @@ for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_repre
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
 OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
 OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
+# Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
+OUTPUTS.add("probe_fit", "amd.analysis.tables:probe_fit", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 
