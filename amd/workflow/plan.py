@@ -268,9 +268,10 @@ def estimate(grid, extra_runs=()) -> tuple[pd.DataFrame, list[str]]:
     rows = [pricing.row(job, *_bank_figures(job, jobs) if job.kind == "bank" else _run_figures(job, statistics, grid))
             for job in jobs]
     notes = pools.notes + pricing.notes
-    if any(job.benchmark == "toolsandbox" for job in jobs):
-        notes.append("toolsandbox: its user simulator (benchmark option user_model) answers every user turn; those "
-                     "requests are not recorded per task and not estimated here")
+    for benchmark, entry in grid.config["benchmarks"].items():
+        if "user_model" in entry.get("options", {}):  # a benchmark with a user simulator
+            notes.append(f"{benchmark}: its user simulator ({entry['options']['user_model']}) answers every user "
+                         "turn; those requests are not recorded per task and not estimated here")
     if any(entry["spec"].startswith("openai:") for entry in grid.config["embedders"].values()):
         notes.append("embedding requests of memory builds and of retrieval queries are not counted")
     return pd.DataFrame(rows), list(dict.fromkeys(notes))
