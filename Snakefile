@@ -19,8 +19,10 @@ include: "rules/setup.smk"
 include: "rules/teacher.smk"
 include: "rules/memory.smk"
 include: "rules/student.smk"
+include: "rules/probe.smk"
 include: "rules/score.smk"
 include: "rules/analysis.smk"
+include: "rules/plan.smk"
 
 
 rule all:

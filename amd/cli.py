@@ -5,6 +5,8 @@
   amd memory build|pool|show|query ... (amd.memory.cli)
   amd table|figure NAME ...            (amd.analysis.cli)
   amd serve-run ...                    (amd.serve: a vLLM server that lives as long as one command)
+  amd probe BENCHMARK ... --probe-size N (amd.probe: `amd run` on a small fixed probe set of the tasks)
+  amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
 """
 
 import argparse
@@ -43,13 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_run(commands)
     _add_score(commands)
-    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.serve"):
+    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.serve", "amd.probe", "amd.workflow.plan"):
         importlib.import_module(module).register(commands)
     return parser
 
 
 def _add_run(commands) -> None:
     run = commands.add_parser("run", help="run an agent on benchmark tasks, one trajectory per task")
+    add_run_arguments(run)
+    run.set_defaults(handler=_run_command)
+
+
+def add_run_arguments(run) -> None:
+    """The flags of `amd run` (also those of `amd probe`, which runs the same way on a probe set)."""
     run.add_argument("benchmark", help=", ".join(
         entry.name + ("" if entry.target else " (declared)") for entry in BENCHMARKS.entries()))
     run.add_argument("--agent", required=True,
@@ -95,7 +103,6 @@ def _add_run(commands) -> None:
                      help="online memory (amd): the bank grows with the student's successes during the run, tasks "
                           "run one at a time in task order (= --memory-option online=true)")
     run.add_argument("--no-progress", action="store_true")
-    run.set_defaults(handler=_run_command)
 
 
 def _add_score(commands) -> None:

@@ -130,6 +130,8 @@ OUTPUTS.add("decomposition_check", "amd.analysis.tables:decomposition_check", ki
 OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="table")
 # Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
 OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
+# Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
+OUTPUTS.add("probe_fit", "amd.analysis.tables:probe_fit", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

@@ -15,7 +15,8 @@ from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT
 log = logging.getLogger("amd.run")
 
 
-def run_from_args(args) -> int:
+def run_from_args(args, choose=None) -> int:
+    """`amd run`; `choose(task_ids)`, where given, narrows the tasks once every other selection is made (amd probe)."""
     _check_positive(args)
     from amd.memory.cli import parse_options
 
@@ -23,10 +24,10 @@ def run_from_args(args) -> int:
     if args.user_model and options.setdefault("user_model", args.user_model) != args.user_model:
         raise AmdError("--user-model and --benchmark-option user_model name different models")
     with contextlib.closing(create_benchmark(args.benchmark, **options)) as benchmark:
-        return _run(args, benchmark)
+        return _run(args, benchmark, choose)
 
 
-def _run(args, benchmark) -> int:
+def _run(args, benchmark, choose=None) -> int:
     from amd.cli import parse_per_type
 
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
@@ -39,6 +40,8 @@ def _run(args, benchmark) -> int:
         eval_side = set(eval_task_ids(args.memory, args.split_seed))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
         log.info("cross_split (seed %d): %d tasks on the evaluation side", args.split_seed, len(task_ids))
+    if choose is not None:
+        task_ids = choose(task_ids)
     limits = Limits(max_steps_per_turn=args.max_steps_per_turn, max_steps=args.max_steps)
     with _agent_factory(args) as (make_agent, agent_info, ledger):
         spec = RunSpec(benchmark=benchmark, agent_info=agent_info, make_agent=make_agent, memory=memory,

@@ -68,9 +68,12 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         episode = spec.benchmark.start(task_id)
         try:
             agent = spec.make_agent(episode)
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction,
-                               agent.student_chat(), spec.agent_info.get("params", {}).get("seed"))
+            student = CountedChat(agent.student_chat()) if agent.student_chat() else None
+            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
+                               spec.agent_info.get("params", {}).get("seed"))
             record = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+            if spec.memory is not None and student is not None:
+                record["memory_calls"] = student.usage
         finally:
             close_episode(episode)
         if spec.memory is not None:
@@ -115,6 +118,24 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             bar.update(len(finished))
             bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
                             in_flight=len(pending))
+
+
+class CountedChat:
+    """The student's chat as a memory method sees it, counting what the method asks of it in one task (the
+    trajectory's `memory_calls`: a cost the steps do not show)."""
+
+    def __init__(self, chat):
+        self._chat = chat
+        self._lock = threading.Lock()
+        self.usage = {"replies": 0, "requests": 0, "prompt": 0, "completion": 0}
+
+    def __call__(self, *args, **kwargs):
+        reply = self._chat(*args, **kwargs)
+        with self._lock:
+            for key, value in (("replies", reply.error is None), ("requests", reply.requests),
+                               ("prompt", reply.prompt_tokens), ("completion", reply.completion_tokens)):
+                self.usage[key] += int(value)
+        return reply
 
 
 def _account(future, task_id: str, summary: RunSummary) -> None:

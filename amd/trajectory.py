@@ -72,6 +72,13 @@ class Turn(TypedDict):
     injected_memory: NotRequired[list[InjectionRecord]]
 
 
+class MemoryCalls(TypedDict):
+    replies: int  # replies the memory method had from the student (cached ones included)
+    requests: int  # HTTP requests sent for them
+    prompt: int
+    completion: int
+
+
 class Tokens(TypedDict):
     prompt: int
     completion: int
@@ -98,5 +105,6 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "n_steps": int,
     "tokens": Tokens,
     "model_requests": NotRequired[int],
+    "memory_calls": NotRequired[MemoryCalls],
     "wall_time_s": float,
 })  # functional form: `schema` would shadow a TypedDict class attribute

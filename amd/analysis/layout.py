@@ -18,7 +18,10 @@ MEMORY_RUN = (
     "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}-{representation}"
     "/{memcfg}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
 )
+# The teacher–student fit probe (amd probe): a memory run of the student on the config's small probe task set
+PROBE_RUN = MEMORY_RUN.replace("/student-{student}/", "/probe-{student}/")
 TABLE = "results/tables/{table}.{ext}"
+ESTIMATE = "results/plan/estimate.{ext}"  # amd plan --estimate: the grid's cost before launch
 SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
 
@@ -36,6 +39,7 @@ _RUN_PATTERNS = {
     "teacher": _pattern(TEACHER_RUN),
     "zero_shot": _pattern(ZERO_SHOT_RUN),
     "memory": _pattern(MEMORY_RUN),
+    "probe": _pattern(PROBE_RUN),
 }
 
 

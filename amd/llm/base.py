@@ -25,6 +25,7 @@ class TokenLedger:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     requests: int = 0
+    replies: int = 0  # usable replies, cached ones included: the requests a run with an empty cache would send
     cache_hits: int = 0
     failures: int = 0
     cut_replies: int = 0  # replies the server cut at the token limit (finish_reason "length")
@@ -34,6 +35,7 @@ class TokenLedger:
         self.completion_tokens += reply.completion_tokens
         self.cached_prompt_tokens += reply.cached_prompt_tokens
         self.requests += reply.requests
+        self.replies += int(reply.error is None)
         self.cache_hits += int(reply.cached)
         self.failures += int(reply.error is not None)
         self.cut_replies += int(reply.finish_reason == "length")

@@ -49,7 +49,8 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     manifest = {
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
         "method": {"name": method, "version": implementation.version},
-        "writer": writer_obj.describe(), "embedder": embedder.spec, "dim": embedder.dim,
+        "writer": writer_obj.describe(), **({"writer_usage": writer_obj.usage()} if writer_obj.usage() else {}),
+        "embedder": embedder.spec, "dim": embedder.dim,
         "sources": sources, "agents": _unique([record["agent"] for record in records]),
         "benchmarks": sorted({record["benchmark"] for record in records}),
         "task_ids": sorted(groups), "task_groups": dict(sorted(groups.items())),

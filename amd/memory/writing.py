@@ -19,6 +19,9 @@ class RulesWriter:
     def describe(self) -> dict:
         return {"spec": RULES, "kind": "rules (deterministic, model-free templates)"}
 
+    def usage(self) -> None:
+        return None
+
     def close(self) -> None:
         pass
 
@@ -33,6 +36,12 @@ class ModelWriter:
 
     def describe(self) -> dict:
         return {"spec": self.spec, "kind": "model", "params": self.params}
+
+    def usage(self) -> dict:
+        """What writing took: replies and their prompt and completion tokens, cached replies included (as a build
+        with an empty cache would send them), so a rebuild from the cache writes the same manifest."""
+        ledger = self.model.ledger
+        return {"replies": ledger.replies, "prompt": ledger.prompt_tokens, "completion": ledger.completion_tokens}
 
     def close(self) -> None:
         self.model.close()

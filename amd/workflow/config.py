@@ -53,3 +53,13 @@ def validate_config(config: dict) -> None:
     if error is not None:
         where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
         raise ConfigError(f"config: {where}: {error.message}")
+
+
+def merge_configs(base: dict, over: dict) -> dict:
+    """`over` merged into `base` as Snakemake merges a --configfile into the Snakefile's: nested mappings key by
+    key, any other value replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict)
+        merged[key] = merge_configs(base[key], value) if both else value
+    return merged

@@ -6,6 +6,8 @@ pieces from only the slice of config it uses, so changing one value reruns exact
 """
 
 import itertools
+import json
+import os
 
 from amd.analysis import layout
 from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
@@ -119,13 +121,15 @@ class Grid:
             if cell["writer"] == TEACHER_WRITES:
                 cell["writer"] = cell["teacher"]
             cell["method"] = memory_config(cell["memcfg"]).method
+            cell["probe"] = self.config["experiments"][experiment].get("probe", False)
             for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
                 yield cell | {"k": k}
 
     def run_path(self, cell: dict) -> str:
         if cell["memcfg"] == ZERO_SHOT:
             return layout.ZERO_SHOT_RUN.format(**cell)
-        return layout.MEMORY_RUN.format(**(cell | {"k": layout.format_k(cell["k"], self.codes(cell["memcfg"]))}))
+        template = layout.PROBE_RUN if cell.get("probe") else layout.MEMORY_RUN
+        return template.format(**(cell | {"k": layout.format_k(cell["k"], self.codes(cell["memcfg"]))}))
 
     def bank_path(self, wildcards) -> str:
         """The bank a memory run reads: its config's method, built from its teacher with its settings."""
@@ -144,11 +148,25 @@ class Grid:
         return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": frozen[0]}))] if frozen else []
 
     def experiment_runs(self, experiment: str) -> list[str]:
-        """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them)."""
+        """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them); for a
+        probe experiment, also the grid's runs of its cells that have run already."""
         cells = list(self.cells(experiment))
         teachers = {layout.TEACHER_RUN.format(**(cell | {"teacher": teacher})) for cell in cells if cell["method"]
                     for teacher in self.distilled_teachers(cell["teacher"])}
-        return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers)
+        grid_runs = self.finished_grid_runs(cells) if self.config["experiments"][experiment].get("probe") else []
+        return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers) + grid_runs
+
+    def finished_grid_runs(self, probe_cells: list[dict]) -> list[str]:
+        """The grid's runs of the probe cells in full (another experiment's cell that is the same but for the seed)
+        whose file is on disk: the probe is checked against the grid only where the grid has run."""
+        wanted = {self.run_path(cell | {"probe": False, "seed": 0}) for cell in probe_cells}
+        found = set()
+        for experiment, spec in self.config["experiments"].items():
+            for cell in self.cells(experiment) if not spec.get("probe") else ():
+                path = self.run_path(cell)
+                if self.run_path(cell | {"seed": 0}) in wanted and os.path.exists(path):
+                    found.add(path)
+        return sorted(found)
 
     def output_runs(self, name: str) -> list[str]:
         """Every run of every experiment that lists this table or figure under `outputs`."""
@@ -174,6 +192,10 @@ class Grid:
 
     def note(self) -> str:
         return args.quoted(self.config.get("note", ""))
+
+    def config_json(self) -> str:
+        """The whole config, for the one job that reads all of it (the cost estimate of the grid)."""
+        return args.quoted(json.dumps(self.config, sort_keys=True))
 
     def agent_args(self, name: str) -> str:
         entry = self.agent(name)
@@ -208,6 +230,16 @@ class Grid:
         """What a run of the benchmark waits for: its setup, where it has one."""
         target = BENCHMARKS.entry(wildcards.benchmark).meta.get("setup")
         return [layout.SETUP_DONE.format(target=target)] if target else []
+
+    def probe_args(self, wildcards) -> str:
+        """The probe set of a probe run: the config's fixed list for the benchmark, else a draw from its student
+        tasks (`amd probe --probe-size N --probe-seed S`)."""
+        probe = self.config["probe"]
+        benchmark = wildcards["benchmark"]
+        fixed = probe.get("tasks", {}).get(benchmark)
+        if fixed:
+            return args.benchmark_flags(fixed, self.config["benchmarks"][benchmark].get("options", {}))
+        return f"{self.benchmark_args(benchmark, 'student')} --probe-size {probe['size']} --probe-seed {probe['seed']}"
 
     def benchmark_options(self, wildcards) -> str:
         """The benchmark's own options alone (memory builds read its function docs)."""
@@ -307,6 +339,7 @@ class Grid:
                     if cell["method"] and writer not in self.config["writers"] and not self.samples(self.agent(writer)):
                         raise ConfigError(f"config: experiments.{experiment}: writer {writer!r} has no model to "
                                           "write memory with; name a writer under `writers` (e.g. rules)")
+        self._check_probe()
         clash = set(self.config["teachers"]) & set(self.config["students"])
         if clash:
             raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
@@ -323,6 +356,24 @@ class Grid:
             if "prefer" in pool and pool["prefer"] not in pool["teachers"]:
                 raise ConfigError(f"config: teacher_pools.{name}.prefer: {pool['prefer']!r} is not one of its "
                                   f"teachers {pool['teachers']}")
+
+    def _check_probe(self) -> None:
+        """A probe experiment compares teachers' memory on the config's probe set, which is part of the student
+        tasks."""
+        probes = [name for name, spec in self.config["experiments"].items() if spec.get("probe")]
+        if probes and "probe" not in self.config:
+            raise ConfigError(f"config: experiments.{probes[0]}.probe: no `probe` section gives the probe set "
+                              "(probe: {size: N, seed: S})")
+        for name in probes:
+            if ZERO_SHOT in self.config["experiments"][name]["memory_configs"]:
+                raise ConfigError(f"config: experiments.{name}.memory_configs: a probe compares teachers' memory; "
+                                  "zero_shot has none")
+        for benchmark, fixed in self.config.get("probe", {}).get("tasks", {}).items():
+            pool = self.config["benchmarks"].get(benchmark, {}).get("student_tasks")
+            outside = [task for task in fixed if pool is not None and task not in pool]
+            if benchmark not in self.config["benchmarks"] or outside:
+                raise ConfigError(f"config: probe.tasks.{benchmark}: the probe set must be part of the benchmark's "
+                                  f"student_tasks ({', '.join(outside) or 'benchmark not configured'})")
 
 
 def _uses(spec, *prefixes) -> int:

@@ -2,7 +2,7 @@
 """A stand-in `amd` for workflow tests (pipeline and SLURM): the real command line, instant outputs.
 
 Arguments are parsed by amd's own parser, so a rule that passes a flag `amd` does not accept fails here too;
-`run`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table` and
+`run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table` and
 `figure` run the real analysis code. Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
 $FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. Declared but
 unavailable benchmarks fail at once, as they do for real.
@@ -54,6 +54,12 @@ def run(args):
             handle.write(json.dumps(trajectory(task, args.benchmark, args.agent, memory, success)) + "\n")
 
 
+def probe(args):
+    """`amd probe`: a run on the first --probe-size tasks (the real draw is amd.probe's, tested on its own)."""
+    args.limit = args.probe_size or args.limit
+    return run(args)
+
+
 def memory(args):
     os.makedirs(args.out, exist_ok=True)
     made = ({"from": args.trajectories, "method": args.method, "writer": args.writer}
@@ -75,7 +81,7 @@ def serve_run(args):
     return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
 
 
-FAKES = {"run": run, "memory": memory, "score": score, "serve-run": serve_run}
+FAKES = {"run": run, "probe": probe, "memory": memory, "score": score, "serve-run": serve_run}
 
 
 def main():

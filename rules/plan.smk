@@ -1,0 +1,19 @@
+# Before launch: what the config's grid would cost (model requests, tokens, dollars, GPU-hours), from the runs on
+# disk where there are any. Not part of `all`: ask for it first, `snakemake results/plan/estimate.md`.
+
+
+rule estimate_cost:
+    output:
+        csv=layout.ESTIMATE.replace("{ext}", "csv"),
+        md=layout.ESTIMATE.replace("{ext}", "md"),
+    log:
+        "results/logs/plan/estimate.log",
+    conda:
+        "../environment.yml"
+    threads: 1
+    params:
+        config=grid.config_json(),
+    message:
+        "cost estimate of the grid"
+    shell:
+        "amd plan --estimate --config-json {params.config} --out {output.csv} {output.md} > {log} 2>&1"

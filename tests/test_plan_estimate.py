@@ -1,0 +1,202 @@
+"""`amd plan --estimate`: the cost of a config's grid before launch. Real `amd run`s of a small grid against the
+scripted model server on real BFCL tasks: the estimate of a cell from its cached run, and of a cell not yet run from
+the task statistics of the others, against the requests the server then received; dollars and GPU-hours from the
+config's tables; the paper grid's estimate with a pilot run; the workflow target."""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from replay_model import ground_truth_answers
+from scripted_server import ScriptedServer
+from test_memory_run import student_model
+
+from amd.analysis import layout
+from amd.workflow.grid import Grid
+from amd.workflow.plan import Job, Pricing
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = [f"multi_turn_base_{i}" for i in (3, 21, 47, 88, 130, 161)]
+
+
+class Wildcards(dict):
+    __getattr__ = dict.__getitem__
+
+
+def small_config(student_url: str) -> dict:
+    return {
+        "benchmarks": {"bfcl": {"teacher_tasks": None, "student_tasks": TASKS}},
+        "run": {"max_steps_per_turn": 20, "max_steps": 40, "temperature": 0.0, "max_tokens": 256, "concurrency": 2},
+        "teachers": {"oracle": {"spec": "oracle"}},
+        "writers": {"rules": {"spec": "rules"}},
+        "embedders": {"hash": {"spec": "hash:256", "delta": {"wf": 0.0, "st": 0.0}}},
+        "representations": {"amd": {"wf": "prose", "st": "code", "fn": "code"}},
+        "students": {"scripted": {"spec": f"vllm:scripted@{student_url}"}},
+        "defaults": {"teacher": "oracle", "writer": "rules", "embedder": "hash", "representation": "amd",
+                     "protocol": "self_excluded", "k": {"wf": 1, "st": 1, "fn": 1}, "delta": {}, "split_seed": 0,
+                     "seeds": [0, 1]},
+        "experiments": {"cells": {"benchmarks": ["bfcl"], "students": ["scripted"],
+                                  "memory_configs": ["zero_shot", "wf_st_fn"], "outputs": ["table2_ablation"]}},
+    }
+
+
+def amd(command: str, env) -> None:
+    done = subprocess.run([sys.executable, "-m", "amd.cli", *shlex.split(command)[1:]], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def run_cell(grid: Grid, cell: dict, env) -> None:
+    """The command the workflow's rule makes for this cell (rules/student.smk), run for real."""
+    path, student = grid.run_path(cell), cell["student"]
+    command = (f"amd run bfcl {grid.agent_args(student)} --out {path} {grid.benchmark_args('bfcl', 'student')} "
+               f"{grid.run_args(student)} --seed {cell['seed']} --no-progress")
+    if cell["method"]:
+        wildcards = Wildcards(cell, k=path.split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
+        command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"
+    amd(command, env)
+
+
+def plan(config_path, env, *extra) -> pd.DataFrame:
+    amd(f"amd plan --estimate --configfile {config_path} --out estimate.csv estimate.md {' '.join(extra)}", env)
+    return pd.read_csv("estimate.csv").set_index("job")
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a workflow folder without config/config.yaml: the test's config alone
+    return tmp_path, {**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_the_estimate_matches_the_requests_of_real_runs_within_ten_percent(workdir):
+    where, env = workdir
+    with ScriptedServer(student_model(ground_truth_answers(TASKS))) as server:
+        config = small_config(server.url)
+        (where / "grid.yaml").write_text(yaml.safe_dump(config))
+        grid = Grid(config)
+        cells = list(grid.cells("cells"))
+        with_memory = next(cell for cell in cells if cell["method"])
+        teacher, bank = layout.TEACHER_RUN.format(**with_memory), grid.bank_path(with_memory)
+        amd(f"amd run bfcl --agent oracle --out {teacher} --no-progress", env)
+        amd(f"amd memory build --trajectories {teacher} --method amd --writer rules --embedder hash:256 --out {bank}",
+            env)
+        received = {}
+        for cell in [cell for cell in cells if cell["seed"] == 0]:
+            before = len(server.chat_requests())
+            run_cell(grid, cell, env)
+            received[grid.run_path(cell)] = len(server.chat_requests()) - before
+
+        before_launch = plan("grid.yaml", env)
+        for path, count in received.items():  # a cell that has run: its cached run, exactly
+            row = before_launch.loc[path]
+            assert (row["source"], row["tasks_done"], row["requests_to_run"]) == ("run", 6, 0)
+            assert row["requests"] == count
+        memory_runs = [json.loads(line) for path in received if "wf_st_fn" in path
+                       for line in Path(path).read_text().splitlines()]
+        assert all(record["memory_calls"]["replies"] == 1 for record in memory_runs)  # one decomposition per task
+
+        for cell in [cell for cell in cells if cell["seed"] == 1]:  # not run yet: from the seed-0 runs' statistics
+            path = grid.run_path(cell)
+            row = before_launch.loc[path]
+            assert (row["source"], row["tasks_done"]) == ("same model and memory", 0)
+            before = len(server.chat_requests())
+            run_cell(grid, cell, env)
+            actual = len(server.chat_requests()) - before
+            assert abs(row["requests_to_run"] - actual) <= 0.1 * actual, (path, row["requests_to_run"], actual)
+            received[path] = actual
+
+    zero_shot, memory = (before_launch.loc[grid.run_path(cell)]["requests"] for cell in cells
+                         if cell["seed"] == 1)
+    assert memory - zero_shot == len(TASKS)  # the memory method's decompositions are in the estimate
+    assert before_launch.loc[teacher, "source"] == "no model" and before_launch.loc[teacher, "requests"] == 0
+    assert before_launch.loc[bank, "source"] == "no model"
+    after = plan("grid.yaml", env)
+    assert (after["requests_to_run"] == 0).all()
+    assert sum(after.loc[path, "requests"] for path in received) == sum(received.values())
+    summary = (where / "estimate.md").read_text()
+    assert "Cost estimate" in summary and "| all" in summary
+
+
+def test_dollars_from_the_price_table_and_gpu_hours_from_the_throughput_of_served_agents():
+    config = small_config("http://127.0.0.1:9/v1")
+    config["teachers"]["hosted"] = {"spec": "openai:some-model"}
+    config["students"]["served"] = {"spec": "vllm:Some/Model", "serve": {"gpus": 2}}
+    config["estimate"] = {
+        "prices": {"openai:some-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0, "source": "test"}},
+        "throughput": {"served": {"prompt_tokens_per_s": 1000, "completion_tokens_per_s": 100, "startup_s": 60,
+                                  "source": "test"}}}
+    pricing = Pricing(Grid(config))
+    figures = {"requests": 10, "prompt": 1_000_000, "completion": 100_000, "cached_prompt": 400_000}
+    hosted = Job("t", "teacher", "bfcl", "hosted", "openai:some-model")
+    assert pricing.dollars(hosted.spec, figures) == pytest.approx(0.6 * 2.0 + 0.4 * 0.5 + 0.1 * 8.0)
+    served = Job("s", "student", "bfcl", "served", "vllm:Some/Model")
+    seconds = 60 + 600_000 / 1000 + 100_000 / 100
+    assert pricing.gpu_hours(served, {"gpus": 2}, figures) == pytest.approx(seconds / 3600 * 2)
+    assert pricing.dollars(served.spec, figures) == 0.0  # a served model costs GPU time, not a price
+    assert pricing.dollars("openai:unpriced", figures) is None
+    assert pricing.gpu_hours(Job("s", "student", "bfcl", "scripted", "x"), {"gpus": 1}, figures) is None
+    assert any('estimate.prices["openai:unpriced"]' in note for note in pricing.notes)
+    assert any("estimate.throughput.scripted" in note for note in pricing.notes)
+
+
+def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workdir):
+    """No run of the paper grid exists: a pilot of Qwen3-4B on BFCL (outside results/) gives the figures of every
+    BFCL job; the hosted teacher's are priced; GPU-hours and AppWorld's tasks are named as the user's to fill."""
+    where, env = workdir
+    for name in ("config.yaml", "paper.yaml"):
+        (where / "config").mkdir(exist_ok=True)
+        (where / "config" / name).write_text((REPO / "config" / name).read_text())
+    pilot = where / "pilot.jsonl"
+    pilot.write_text("".join(json.dumps(pilot_record(task, steps=9 + 2 * i)) + "\n" for i, task in
+                             enumerate(["multi_turn_base_0", "multi_turn_base_1"])))
+    steps, record = 10, pilot_record("mean", steps=10)  # the pilot's mean per task
+    table = plan("config/paper.yaml", env, "--runs", str(pilot))
+    bfcl = table[table["benchmark"] == "bfcl"]
+    qwen = bfcl[(bfcl["agent"] == "qwen3_4b") & (bfcl["memory"] == "zero_shot") & (bfcl["kind"] == "student")]
+    assert len(qwen) and (qwen["source"] == "same model and memory").all()
+    assert (qwen["requests"] == 200 * steps).all()  # every task at the pilot's mean
+    teacher = bfcl.loc["results/bfcl/teacher-gpt5mini/trajectories.jsonl"]
+    assert teacher["source"] == "same memory" and teacher["requests"] == 200 * steps  # a teacher acts zero-shot
+    prompt, completion = 200 * record["tokens"]["prompt"], 200 * record["tokens"]["completion"]
+    assert teacher["usd"] == pytest.approx((prompt * 0.25 + completion * 2.00) / 1e6)
+    assert qwen["gpu_hours"].isna().all()  # throughput null in paper.yaml: unknown, not guessed
+    appworld = table[table["benchmark"] == "appworld"]
+    assert appworld["requests"].isna().all() and (appworld.loc[appworld["kind"] == "teacher", "tasks"] == 168).all()
+    pooled = table[table.index.str.contains("gpt_pool")]  # a pool's bank joins its members' banks: no model calls
+    assert len(pooled) and (pooled["kind"] == "student").all()
+    assert {"results/appworld/teacher-gpt55/trajectories.jsonl", "results/appworld/bank/amd/gpt55-gpt55-te3small-amd",
+            "results/appworld/bank/amd/gpt5mini-gpt5mini-te3small-amd"} <= set(table.index)
+    written = (where / "estimate.md").read_text()
+    assert "no throughput for served agent qwen3_4b" in written and 'estimate.prices["openai:gpt-5.5"]' not in written
+    done = amd("amd plan --configfile config/paper.yaml", env)  # the jobs alone
+    assert "appworld: cannot list its tasks here" in done.stderr and "| student" in done.stdout
+
+
+def pilot_record(task_id: str, steps: int) -> dict:
+    """A pilot run's record, as `amd run bfcl --agent vllm:Qwen/Qwen3-4B@... --limit 2` writes it (only what the
+    estimate reads)."""
+    return {"task_id": task_id, "benchmark": "bfcl", "memory": {"config": "zero_shot"},
+            "agent": {"spec": "vllm:Qwen/Qwen3-4B@http://gpu:8000/v1", "kind": "model", "model": "Qwen/Qwen3-4B"},
+            "n_steps": steps, "tokens": {"prompt": 3000 * steps, "completion": 60 * steps, "cached_prompt": 0}}
+
+
+def test_the_workflow_has_a_cost_estimate_target(tmp_path):
+    for name in ("Snakefile", "rules", "config", "report", "profiles", "environment.yml"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "-p", "results/plan/estimate.md",
+                             "--cores", "1", "--configfile", "config/paper.yaml"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    command = next(line for line in result.stdout.splitlines() if "amd plan --estimate" in line)
+    config = json.loads(shlex.split(command)[shlex.split(command).index("--config-json") + 1])
+    assert config["estimate"]["prices"]["openai:gpt-5-mini"]["output"] == 2.00
+    assert "teacher_fit" in config["experiments"]  # the merged config, as Snakemake has it
