@@ -161,7 +161,9 @@ def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(gr
     assert (seed1["memory_only"], seed1["zero_shot_only"], seed1["sign_test_p"]) == (1, 0, "1")
     assert "qwen05" not in set(table["student"])  # zero-shot only: nothing to pair
     tables.write_table("paired_tasks", table, tmp_path / "p.csv", tmp_path / "p.md", note="a handful of tasks")
-    assert (tmp_path / "p.md").read_text().startswith("**Paired per-task results")
+    written = (tmp_path / "p.md").read_text()
+    assert written.startswith("**Paired per-task results") and "the smallest p that this many tasks could give.**" in written
+    assert "|      0 | wf_st_fn" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="no student has both"):
         tables.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
 

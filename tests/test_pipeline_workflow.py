@@ -72,8 +72,8 @@ def overlay(where, name, data) -> str:
 def test_default_config_plans_the_small_ablation(workdir):
     where, env = workdir
     jobs = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2"))
-    assert jobs == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1, "run_student_memory": 1,
-                    "score_run": 3, "make_table": 2, "make_figure": 1, "all": 1, "total": 11}
+    assert jobs == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1, "run_student_memory": 2,
+                    "score_run": 4, "make_table": 3, "make_figure": 1, "all": 1, "total": 14}
 
 
 def child_cpu_seconds() -> float:
@@ -196,22 +196,23 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     html = (where / "report.html").read_text()
     assert "Tables" in html and "Figures" in html and "table2_ablation" in html
 
-    # k of subtask memory: only the wf_st_fn run uses it (new path), then its score, the table and figure
+    # k of subtask memory: only the wf_st_fn runs use it, frozen and online (new paths), then their scores, the tables
+    # and the figure
     k = overlay(where, "k.yaml", {"defaults": {"k": {"wf": 1, "st": 2, "fn": 1}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", k)) == {
-        "run_student_memory": 1, "score_run": 1, "make_table": 2, "make_figure": 1, "all": 1, "total": 6}
+        "run_student_memory": 2, "score_run": 2, "make_table": 3, "make_figure": 1, "all": 1, "total": 9}
 
-    # the embedder's subtask delta: a params change of the one run that retrieves subtask memory
+    # the embedder's subtask delta: a params change of the two runs that retrieve subtask memory
     delta = overlay(where, "delta.yaml", {"embedders": {"minilm": {"spec": "local:all-minilm-l6-v2",
                                                                    "delta": {"wf": 0.32, "st": 0.5}}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", delta)) == {
-        "run_student_memory": 1, "score_run": 1, "make_table": 2, "make_figure": 1, "all": 1, "total": 6}
+        "run_student_memory": 2, "score_run": 2, "make_table": 3, "make_figure": 1, "all": 1, "total": 9}
 
     # sampling temperature: every student run, never the oracle teacher or the memory bank
     temperature = overlay(where, "t.yaml", {"run": {"temperature": 0.7}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", temperature)) == {
-        "run_student_zero_shot": 1, "run_student_memory": 1, "score_run": 2, "make_table": 2, "make_figure": 1,
-        "all": 1, "total": 8}
+        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "make_table": 3, "make_figure": 1,
+        "all": 1, "total": 11}
 
     # one more student: its two runs and scores, then the outputs; teacher and bank are reused
     student = overlay(where, "s.yaml", {"experiments": {"ablation": {"students": ["qwen15", "qwen05"]}}})
@@ -224,23 +225,18 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", student)) == {}
 
 
-def test_the_online_overlay_adds_one_online_cell_and_its_table_to_the_default(workdir):
-    """config/online.yaml over the embedded default: the frozen wf_st_fn cell is shared with the ablation, so one more
-    student run (with --memory-config wf_st_fn_online), its score and the online_vs_frozen table."""
+def test_the_default_runs_the_online_cell_after_the_frozen_one_and_pairs_them(workdir):
+    """The embedded default's online experiment shares its frozen wf_st_fn cell with the ablation: one more student
+    run (--memory-config wf_st_fn_online), which waits for the frozen run so that it finds that run's replies in the
+    response cache until it retrieves otherwise, and the online_vs_frozen table."""
     where, env = workdir
-    default = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2"))
-    result = snakemake(where, env, "-n", "-p", "all", "--cores", "2", "--configfile", "config/online.yaml")
-    jobs = planned_jobs(result)
-    assert jobs == default | {"run_student_memory": default["run_student_memory"] + 1,
-                              "score_run": default["score_run"] + 1, "make_table": default["make_table"] + 1,
-                              "total": default["total"] + 3}
+    result = snakemake(where, env, "-n", "-p", "all", "--cores", "2")
     runs = [line for line in result.stdout.splitlines() if "amd run" in line and "wf_st_fn_online" in line]
     assert len(runs) == 1 and "--memory-config wf_st_fn_online" in runs[0]
-    # it runs after the frozen cell, so it finds that cell's replies in the response cache until it retrieves otherwise
     (reason,) = re.findall(r"wf_st_fn_online memory.*\nReason: (.*)", result.stdout)
     frozen = "results/agentdojo/student-qwen15/oracle-rules-minilm-amd/wf_st_fn/self_excluded/k_wf1_st1_fn1/seed0/"
     assert f"{frozen}trajectories.jsonl" in reason.split("Input files updated by another job: ")[1]
-    snakemake(where, env, "results/tables/online_vs_frozen.md", "--cores", "2", "--configfile", "config/online.yaml")
+    snakemake(where, env, "results/tables/online_vs_frozen.md", "--cores", "2")
     table = (where / "results/tables/online_vs_frozen.md").read_text()
     assert "| wf_st_fn " in table and "wf_st_fn_online" in table
 
@@ -314,11 +310,11 @@ def test_local_model_jobs_never_run_more_than_the_profiles_cap_at_once(workdir):
     where, env = workdir
     times = where / "times.jsonl"
     env = env | {"FAKE_AMD_RUN_SECONDS": "0.5", "FAKE_AMD_TIMES": str(times)}
-    seeds = overlay(where, "seeds.yaml", {"defaults": {"seeds": [0, 1, 2]}})
+    seeds = overlay(where, "seeds.yaml", {"defaults": {"seeds": [0, 1]}})
     snakemake(where, env, "all", "--cores", "8", "--configfile", seeds)
     spans = sorted((r["start"], r["end"]) for r in map(json.loads, times.read_text().splitlines())
                    if r["agent"].startswith("local:"))
-    assert len(spans) == 6  # zero-shot and wf_st_fn, three seeds each
+    assert len(spans) == 6  # zero-shot, wf_st_fn and wf_st_fn_online, two seeds each
     events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans], key=lambda e: (e[0], e[1]))
     in_flight = list(itertools.accumulate(change for _, change in events))
     assert max(in_flight) == 2, spans  # profiles/default: local_llm 2 (one 1-thread server per core)

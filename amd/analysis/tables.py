@@ -222,10 +222,11 @@ def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def caption(name: str) -> str:
-    """The table's caption: the paper's tables have one here; a plug-in table's docstring gives its own."""
+    """The table's caption: the paper's tables have one here; a plug-in table's docstring gives its own (its first
+    paragraph)."""
     from amd.registry import OUTPUTS
 
-    return CAPTIONS.get(name) or (OUTPUTS.load(name).__doc__ or name).strip().splitlines()[0]
+    return CAPTIONS.get(name) or " ".join((OUTPUTS.load(name).__doc__ or name).strip().split("\n\n")[0].split())
 
 
 def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "") -> None:
@@ -277,7 +278,7 @@ def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.Da
         zero_shot = cell[cell["memory"] == "zero_shot"]
         for row in cell[cell["memory"] != "zero_shot"].itertuples() if len(zero_shot) else []:
             pairs = _pairs(zero_shot.iloc[0][column], getattr(row, column), verb)
-            rows.append({"benchmark": benchmark, "student": student, "seed": seed, "memory": row.memory,
+            rows.append({"benchmark": benchmark, "student": student, "seed": int(seed), "memory": row.memory,
                          "teacher": row.teacher, "k": row.k_text, **pairs})
     if not rows:
         raise AmdError(f"{name}: no student has both a zero-shot run and a memory run among --runs")
