@@ -148,6 +148,21 @@ def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
     assert rules_builds and not any("--writer-params" in line for line in rules_builds)
 
 
+def test_the_paper_grid_has_each_teacher_write_its_own_memory_for_table3(workdir):
+    """Paper §3.1: the teacher writes its own memory (`writer: teacher`), so Table 3 plans one bank per teacher, each
+    written by that teacher's model (served by the job for the vLLM teacher)."""
+    where, env = workdir
+    lines = snakemake(where, env, "-n", "-p", "results/tables/table3_teacher.md", "--cores", "1", "--configfile",
+                      "config/paper.yaml").stdout.splitlines()
+    builds = [line for line in lines if "amd memory build" in line]
+    writers = {re.search(r"--writer (\S+)", line).group(1).strip("'") for line in builds}
+    assert writers == {"openai:gpt-5.5", "openai:deepseek-v4-pro", "openai:gpt-5-mini",
+                       "vllm:Qwen/Qwen3-32B@{base_url}"}, writers
+    banks = {re.search(r"--out (results/appworld/bank/amd/\S+)", line).group(1) for line in builds}
+    assert banks == {f"results/appworld/bank/amd/{t}-{t}-te3small-amd" for t in
+                     ("gpt55", "deepseek_v4_pro", "gpt5mini", "qwen3_32b")}
+
+
 def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
     """Table 1's third column and Figure 3: the teacher and 4 students x 5 memory settings (zero-shot, the three
     baselines, AMD) x 2 seeds on ToolSandbox,
