@@ -1,6 +1,7 @@
 """Embedders and the on-disk vector cache."""
 
 import multiprocessing
+import time
 
 import numpy as np
 import pytest
@@ -83,15 +84,20 @@ def test_local_model_encodes_all_missing_texts_at_once_with_its_own_progress_bar
     assert [options["show_progress_bar"] for _, options in calls] == [True, False]
 
 
-def _write_from_process(index):
-    VectorCache().put_many({cache_key("p", str(i)): np.full(3, i, dtype=np.float32) for i in range(index, 200, 4)})
+def _write_from_process(path, index, start_at):
+    while time.time() < start_at:  # all processes open the fresh file at once: the race seen in CI
+        time.sleep(0.001)
+    VectorCache(path).put_many({cache_key("p", str(i)): np.full(3, i, dtype=np.float32) for i in range(index, 200, 8)})
 
 
-def test_cache_is_safe_for_concurrent_processes():
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pool.map(_write_from_process, range(4))
-    found = VectorCache().get_many([cache_key("p", str(i)) for i in range(200)])
-    assert len(found) == 200 and found[cache_key("p", "137")][0] == 137
+def test_cache_is_safe_for_concurrent_processes(tmp_path):
+    # Before the lock file, 8 of 30 such rounds failed with "database is locked" (measured, 8 processes).
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        for round_ in range(10):
+            path, start_at = tmp_path / f"vectors{round_}.sqlite", time.time() + 0.3
+            pool.starmap(_write_from_process, [(path, index, start_at) for index in range(8)])
+            found = VectorCache(path).get_many([cache_key("p", str(i)) for i in range(200)])
+            assert len(found) == 200 and found[cache_key("p", "137")][0] == 137
 
 
 def test_openai_embedder_without_key_is_a_clear_error(monkeypatch):

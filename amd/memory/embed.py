@@ -17,6 +17,7 @@ import sqlite3
 import sys
 
 import numpy as np
+from filelock import FileLock
 from tqdm import tqdm
 
 from amd.errors import AmdError, did_you_mean
@@ -90,8 +91,11 @@ class VectorCache:
     def __init__(self, path=None):
         self.path = path or cache_dir("embeddings") / "vectors.sqlite"
         self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is locked" at once
+        # (no busy wait) when two connections race for it; a lock file makes processes set the file up in turn.
+        with FileLock(f"{self.path}.lock", timeout=60):
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         found = {}
