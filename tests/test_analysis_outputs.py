@@ -326,7 +326,9 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
               {"task_id": "multi_turn_base_3", "retrieved": ["online:subtask:multi_turn_base_0:0"], "dedup": [],
                "added": []}]
     Path(f"{online}.online.jsonl").write_text("\n".join(json.dumps(line) for line in [{"schema": "h"}, *events]) + "\n")
-    table = tables.online_vs_frozen(load_runs([frozen, online, unpaired]))
+    teacher = write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
+                        [(True, 3)] * 4, "openai:gpt-5-mini")  # a run without a seed: the seed column is float
+    table = tables.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
     (row,) = table.itertuples()
     assert (row.baseline, row.memory, row.seed, row.tasks) == ("wf_st_fn", "wf_st_fn_online", 0, 4)
     assert (row.frozen, row.online, row.online_only, row.frozen_only) == (2, 3, 2, 1)
@@ -334,7 +336,9 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     assert row.sign_test_p == "1"  # 2 against 1 discordant pairs
     assert (row.entries_added, row.duplicates_dropped, row.tasks_using_added) == (2, 1, 2)
     tables.write_table("online_vs_frozen", table, tmp_path / "o.csv", tmp_path / "o.md")
-    assert (tmp_path / "o.md").read_text().startswith("**Online memory vs the same memory frozen")
+    written = (tmp_path / "o.md").read_text()
+    assert written.startswith("**Online memory vs the same memory frozen")
+    assert "|      0 | wf_st_fn_online" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
         other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
         tables.online_vs_frozen(load_runs([unpaired, other_types]))

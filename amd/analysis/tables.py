@@ -383,7 +383,7 @@ def _variant_runs(runs: pd.DataFrame, option_keys: set, name: str) -> list[tuple
 
 def _variant_cell(row) -> dict:
     return {"benchmark": row.benchmark, "student": row.student, "teacher": row.teacher, "protocol": row.protocol,
-            "seed": row.seed, "memory": row.memcfg, "baseline": plain_config(row.memcfg)}
+            "seed": int(row.seed), "memory": row.memcfg, "baseline": plain_config(row.memcfg)}
 
 
 def _paired_as(base: dict, variant: dict, base_name: str, variant_name: str) -> dict:
