@@ -33,15 +33,6 @@ class Registry:
             raise AmdError(f"{self.kind} {name!r}: give either a target or the reason it is unavailable")
         self._entries[name] = Entry(name, target, unavailable, meta)
 
-    def extend(self, name: str, key: str, items: dict) -> None:
-        """Add `items` to the dict `key` of an entry's meta (e.g. one more named memory config of a method)."""
-        entry = self.entry(name)
-        clash = set(items) & set(entry.meta[key])
-        if clash:
-            raise AmdError(f"{self.kind} {name!r}: {key} {sorted(clash)} registered twice")
-        self._entries[name] = Entry(name, entry.target, entry.unavailable,
-                                    entry.meta | {key: entry.meta[key] | items})
-
     def names(self) -> list[str]:
         return list(self._entries)
 
@@ -80,9 +71,11 @@ AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 
 # meta: types (MemoryType, ...) and configs {config name: (type code, ...) or {"types": (...), "options": {...}}}
 # (a config with options is a variant of its method, e.g. {"options": {"fn_gate": "repeat"}}); `zero_shot` is
-# built in.
+# built in. AMD's variants beyond the paper include online memory (amd.memory.amd.online): the bank grows with the
+# student's own successes during the run, entries that keep failing lose rank; tasks run one at a time in task order.
 MEMORY_METHODS = Registry("memory method")
-MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES, configs=AMD_CONFIGS | AMD_VARIANTS)
+MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES,
+                   configs=AMD_CONFIGS | AMD_VARIANTS | AMD_ONLINE)
 # The paper's Table 1 baselines, built from every teacher trajectory (successes and failures, as the AMD authors'
 # release builds them); k as in that release, no δ (it has none). meta `released_for`: the benchmarks for which that
 # release holds the method's code (for ToolSandbox and BFCL it has run and build scripts whose modules are missing,
@@ -132,6 +125,8 @@ OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="tabl
 OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
 # Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
 OUTPUTS.add("probe_fit", "amd.analysis.tables:probe_fit", kind="table")
+# Online memory against the same bank frozen, on the same tasks, paired, with a sign test.
+OUTPUTS.add("online_vs_frozen", "amd.analysis.tables:online_vs_frozen", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 
@@ -139,9 +134,3 @@ for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
 def create_benchmark(name: str, **options):
     """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
     return BENCHMARKS.load(name)(**options)
-
-# Beyond the paper: AMD with online memory (amd.memory.amd.online): the bank grows with the student's own successes
-# during the run, entries that keep failing lose rank; tasks run one at a time in task order.
-MEMORY_METHODS.extend("amd", "configs", AMD_ONLINE)
-# Online memory against the same bank frozen, on the same tasks, paired, with a sign test.
-OUTPUTS.add("online_vs_frozen", "amd.analysis.tables:online_vs_frozen", kind="table")

@@ -106,6 +106,15 @@ def memory_config(name: str) -> MemoryConfig:
     return configs[name]
 
 
+def plain_config(name: str) -> str | None:
+    """The config a variant varies (same method and types, no options); None for a config without options."""
+    config = memory_config(name)
+    if not config.options:
+        return None
+    return next((other.name for other in memory_configs().values()
+                 if other.method == config.method and other.types == config.types and not other.options), None)
+
+
 def memory_type(code_or_name: str) -> MemoryType:
     """A type by its code (wf) or its name (workflow)."""
     types = memory_types()

@@ -13,7 +13,7 @@ from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
 from amd.memory.amd.render import parse_representation
-from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs
+from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs, plain_config
 
 AMD_CONFIG = AMD_FULL
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
@@ -355,15 +355,6 @@ def function_gating(runs: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def plain_config(name: str) -> str | None:
-    """The config a variant varies (same method and types, no options); None for a config without options."""
-    config = memory_config(name)
-    if not config.options:
-        return None
-    return next((other.name for other in memory_configs().values()
-                 if other.method == config.method and other.types == config.types and not other.options), None)
-
-
 def _variant_runs(runs: pd.DataFrame, option_keys: set, name: str) -> list[tuple]:
     """(variant run, run of its plain config in the same cell and seed) for every run of a config variant whose
     options include one of `option_keys`."""
@@ -423,7 +414,6 @@ def _online_growth(run_path: str) -> dict:
         added |= {entry["id"] for entry in event["added"]}
     return {"entries_added": len(added), "duplicates_dropped": sum(d["dropped"] for e in events for d in e["dedup"]),
             "tasks_using_added": using}
-
 
 
 def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:

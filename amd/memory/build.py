@@ -46,10 +46,11 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     _check_entries(contents, method, groups)
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
+    usage = writer_obj.usage()
     manifest = {
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
         "method": {"name": method, "version": implementation.version},
-        "writer": writer_obj.describe(), **({"writer_usage": writer_obj.usage()} if writer_obj.usage() else {}),
+        "writer": writer_obj.describe(), **({"writer_usage": usage} if usage else {}),
         "embedder": embedder.spec, "dim": embedder.dim,
         "sources": sources, "agents": _unique([record["agent"] for record in records]),
         "benchmarks": sorted({record["benchmark"] for record in records}),

@@ -11,7 +11,15 @@ import os
 
 from amd.analysis import layout
 from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
-from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT, memory_config, memory_configs, memory_types, output_names
+from amd.vocabulary import (
+    CROSS_SPLIT,
+    ZERO_SHOT,
+    memory_config,
+    memory_configs,
+    memory_types,
+    output_names,
+    plain_config,
+)
 from amd.workflow import args
 from amd.workflow.config import ConfigError, validate_config
 
@@ -140,12 +148,10 @@ class Grid:
         """What an online run waits for: the frozen run of its cell (the same types without options: the same bank,
         protocol, k and seed), whose model replies it then finds in the response cache up to its first task that
         retrieves differently. Other runs wait for nothing."""
-        config = memory_config(wildcards["memcfg"])
-        if dict(config.options).get("online", "").lower() != "true":
+        if dict(memory_config(wildcards["memcfg"]).options).get("online", "").lower() != "true":
             return []
-        frozen = [name for name, other in memory_configs().items()
-                  if other.method == config.method and other.types == config.types and not other.options]
-        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": frozen[0]}))] if frozen else []
+        frozen = plain_config(wildcards["memcfg"])
+        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": frozen}))] if frozen else []
 
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them); for a

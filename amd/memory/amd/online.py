@@ -63,6 +63,7 @@ class OnlineAmdHooks(AmdHooks):
                      self.bank.counts())
 
     def episode_end(self, task: TaskContext, record: dict) -> None:
+        super().episode_end(task, record)
         event = self._learn(task, record)
         self._apply(event)
         event["rank"] = self.bank.rank_of(event["retrieved"])
