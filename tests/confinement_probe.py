@@ -1,9 +1,10 @@
 """What a hostile model step would try, run as a confined program by tests/test_confinement.py (standard library
 only, any Python): read the environment, spawn a process and read its environment, read and write files outside
-its work folder, connect to addresses outside, look at the processes of the machine, allocate past its limit.
+its work folder, connect to addresses outside, look at the processes of the machine, allocate memory and start
+threads past its limits.
 
     python confinement_probe.py '{"secret": PATH, "outside": PATH, "inside": PATH, "connect": [[IP, PORT], ...],
-                                  "amd_pid": PID, "allocate": BYTES}'
+                                  "amd_pid": PID, "allocate": BYTES, "threads": N}'
 
 It prints one JSON object: what each attempt gave (a value, or the name of the error that stopped it).
 """
@@ -13,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 SPAWNED = "import json, os; print(json.dumps({'uid': os.getuid(), 'env': dict(os.environ)}))"
 
@@ -45,6 +47,20 @@ def read(path: str) -> str:
         return handle.read()
 
 
+def start_threads(most: int) -> int:
+    """How many threads start (at most `most`) before the process limit stops one."""
+    release, started = threading.Event(), []
+    try:
+        for _ in range(most):
+            thread = threading.Thread(target=release.wait, daemon=True)
+            thread.start()
+            started.append(thread)
+    except RuntimeError:  # can't start new thread
+        pass
+    release.set()
+    return len(started)
+
+
 def main(request: dict) -> dict:
     return {
         "env": dict(os.environ),
@@ -57,6 +73,7 @@ def main(request: dict) -> dict:
         "amd_environ": attempt(lambda: read(f"/proc/{request['amd_pid']}/environ")),
         "processes_seen": len([name for name in os.listdir("/proc") if name.isdigit()]),
         "allocate": attempt(lambda: len(bytearray(request["allocate"])) and "allocated"),
+        "threads": start_threads(request["threads"]),
         "limits": read("/proc/self/limits"),
     }
 
