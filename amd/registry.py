@@ -115,18 +115,18 @@ for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_repre
                "table6_protocols"):
     OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
-OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
-OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
+OUTPUTS.add("paired_tasks", "amd.analysis.paired:paired_tasks", kind="table")
+OUTPUTS.add("security_pairs", "amd.analysis.paired:security_pairs", kind="table")
 # Beyond the paper: AMD's config variants against their plain config (checked decomposition; gated and compressed
 # function memory).
-OUTPUTS.add("decomposition_check", "amd.analysis.tables:decomposition_check", kind="table")
-OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="table")
+OUTPUTS.add("decomposition_check", "amd.analysis.paired:decomposition_check", kind="table")
+OUTPUTS.add("function_gating", "amd.analysis.paired:function_gating", kind="table")
 # Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
-OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
+OUTPUTS.add("table_multi_teacher", "amd.analysis.teachers:table_multi_teacher", kind="table")
 # Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
-OUTPUTS.add("probe_fit", "amd.analysis.tables:probe_fit", kind="table")
+OUTPUTS.add("probe_fit", "amd.analysis.teachers:probe_fit", kind="table")
 # Online memory against the same bank frozen, on the same tasks, paired, with a sign test.
-OUTPUTS.add("online_vs_frozen", "amd.analysis.tables:online_vs_frozen", kind="table")
+OUTPUTS.add("online_vs_frozen", "amd.analysis.paired:online_vs_frozen", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

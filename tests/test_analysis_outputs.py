@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from amd.analysis import figures, layout, tables
+from amd.analysis import figures, layout, paired, tables
 from amd.analysis.cli import register
 from amd.analysis.reference import load_reference
 from amd.analysis.runs import load_runs
@@ -150,7 +150,7 @@ def test_table6_scores_zero_shot_on_the_cross_split_evaluation_side_only(tmp_pat
 
 
 def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(grid, tmp_path):
-    table = tables.paired_tasks(load_runs(grid))
+    table = paired.paired_tasks(load_runs(grid))
     seed0 = table[(table["student"] == "qwen3_4b") & (table["seed"] == 0)].iloc[0]
     assert (seed0["tasks"], seed0["zero_shot"], seed0["with_memory"]) == (4, 1, 3)
     assert (seed0["memory_only"], seed0["zero_shot_only"], seed0["difference_pp"]) == (2, 0, 50.0)
@@ -165,7 +165,7 @@ def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(gr
     assert written.startswith("**Paired per-task results") and "the smallest p that this many tasks could give.**" in written
     assert "|      0 | wf_st_fn" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="no student has both"):
-        tables.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
+        paired.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
 
 
 def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
@@ -178,12 +178,12 @@ def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
         for record, breached in zip(records, breaches[memcfg]):
             record["checker"] = {"security": breached}
         Path(path).write_text("".join(json.dumps(r) + "\n" for r in records))
-    row = tables.security_pairs(load_runs(list(runs.values()))).iloc[0]
+    row = paired.security_pairs(load_runs(list(runs.values()))).iloc[0]
     assert (row["zero_shot"], row["with_memory"], row["memory_only"], row["zero_shot_only"]) == (1, 3, 2, 0)
     assert row["breached_only_with_memory"] == "multi_turn_base_0 multi_turn_base_2"
     assert row["utility_zero_shot_%"] == pytest.approx(200 / 3) and row["sign_test_p"] == "0.5"
     with pytest.raises(AmdError, match="security_pairs: no student"):
-        tables.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
+        paired.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
 
 
 def test_written_table_carries_caption_citation_and_note(grid, tmp_path):
@@ -269,7 +269,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
                                                    "differs": differs[index]}}
 
     rewrite_records(checked, decomposed)
-    table = tables.decomposition_check(load_runs([single, checked, other_seed]))
+    table = paired.decomposition_check(load_runs([single, checked, other_seed]))
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["memory"], row["baseline"], row["samples"], row["seed"]) == ("wf_st_fn_checked", "wf_st_fn", 5, 0)
@@ -281,7 +281,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
     tables.write_table("decomposition_check", table, tmp_path / "d.csv", tmp_path / "d.md")
     assert (tmp_path / "d.md").read_text().startswith("**Checked decomposition (beyond the paper)")
     with pytest.raises(AmdError, match="decomposition_check: no run of a config variant"):
-        tables.decomposition_check(load_runs([single]))
+        paired.decomposition_check(load_runs([single]))
 
 
 def test_function_gating_compares_each_variant_with_always_on_function_memory(tmp_path):
@@ -302,7 +302,7 @@ def test_function_gating_compares_each_variant_with_always_on_function_memory(tm
 
     rewrite_records(runs["wf_st_fn"], hinted(False))
     rewrite_records(runs["wf_st_fn_gated"], hinted(True))
-    table = tables.function_gating(load_runs(list(runs.values()))).set_index("memory")
+    table = paired.function_gating(load_runs(list(runs.values()))).set_index("memory")
     assert set(table.index) == {"wf_st_fn_gated", "wf_st_fn_signature"}  # the checked run is not a function variant
     gated, compact = table.loc["wf_st_fn_gated"], table.loc["wf_st_fn_signature"]
     assert (gated["fn_gate"], gated["fn_form"], compact["fn_gate"], compact["fn_form"]) == \
@@ -328,7 +328,7 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     Path(f"{online}.online.jsonl").write_text("\n".join(json.dumps(line) for line in [{"schema": "h"}, *events]) + "\n")
     teacher = write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
                         [(True, 3)] * 4, "openai:gpt-5-mini")  # a run without a seed: the seed column is float
-    table = tables.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
+    table = paired.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
     (row,) = table.itertuples()
     assert (row.baseline, row.memory, row.seed, row.tasks) == ("wf_st_fn", "wf_st_fn_online", 0, 4)
     assert (row.frozen, row.online, row.online_only, row.frozen_only) == (2, 3, 2, 1)
@@ -341,4 +341,4 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     assert "|      0 | wf_st_fn_online" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
         other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
-        tables.online_vs_frozen(load_runs([unpaired, other_types]))
+        paired.online_vs_frozen(load_runs([unpaired, other_types]))

@@ -202,7 +202,7 @@ def write_student_run(root, teacher, seed, successes, pool=None) -> str:
 
 def test_the_multi_teacher_table_puts_pools_beside_the_best_single_teacher(tmp_path):
     from amd.analysis.runs import load_runs
-    from amd.analysis.tables import table_multi_teacher
+    from amd.analysis.teachers import table_multi_teacher
 
     pool = {"teachers": ["alpha", "beta"], "prefer_teacher": "beta", "tasks_by_teacher": {"alpha": 1, "beta": 3}}
     runs = [write_student_run(tmp_path, "alpha", 0, [True, False, False, False]),

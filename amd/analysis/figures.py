@@ -8,8 +8,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs
 from amd.analysis.reference import CITATION, load_reference
-from amd.analysis.tables import AMD_CONFIG, MEMORY_ORDER, _students, aggregate
+from amd.analysis.tables import AMD_CONFIG
 from amd.errors import AmdError
 
 HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
@@ -34,7 +35,7 @@ def _series_label(memory: str, protocol, protocols) -> str:
 
 def fig3_steps(runs, note=""):
     """Mean interaction steps per task: zero-shot, AMD and the teacher, one panel per benchmark."""
-    students = _students(runs)
+    students = student_runs(runs)
     cells = aggregate(students, ["benchmark", "student", "memory", "protocol"])
     teachers = runs[runs["role"] == "teacher"]
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -87,7 +88,7 @@ def _size_in_billions(model: str) -> float:
 
 def fig4_student_size(runs, note=""):
     """Success rate against student size: zero-shot and AMD lines, paper's AMD points."""
-    cells = aggregate(_students(runs), ["benchmark", "student", "memory", "protocol"])
+    cells = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol"])
     cells["size"] = cells["model"].map(_size_in_billions)
     reference = load_reference()
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -120,7 +121,7 @@ def fig4_student_size(runs, note=""):
 
 def fig5_k_sweep(runs, note=""):
     """Success rate against k for each memory type, the other types held at their base k."""
-    students = _students(runs)
+    students = student_runs(runs)
     students = students[students["role"] == "memory"]
     if students.empty:
         raise AmdError("fig5_k_sweep: no memory runs among --runs")
