@@ -11,7 +11,9 @@ from amd.analysis.cli import register
 from amd.analysis.reference import load_reference
 from amd.analysis.runs import load_runs
 from amd.errors import AmdError
+from amd.memory.amd import tables as amd_tables
 from amd.schema import validate
+from amd.vocabulary import memory_config
 
 
 def record(task_id, success, steps, spec, memory="zero_shot", kind="model"):
@@ -40,12 +42,17 @@ def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="m
 BANK = {"teacher": "gpt5mini", "writer": "w", "embedder": "e", "representation": "amd", "protocol": "self_excluded"}
 
 
+def memory_path(memcfg: str, **cell) -> str:
+    """A memory run's path: its bank's settings in it where the config's method has settings (AMD: representation)."""
+    cell = BANK | {"benchmark": "bfcl", "memcfg": memcfg} | cell
+    return layout.MEMORY_RUN.format(**cell, build=layout.build_part(memory_config(memcfg).method, cell))
+
+
 def student_run(root, student, spec, memcfg, seed, outcomes, k="wf1_st1_fn1", **cell):
     if memcfg == "zero_shot":
         path = layout.ZERO_SHOT_RUN.format(benchmark="bfcl", student=student, seed=seed)
     else:
-        path = layout.MEMORY_RUN.format(**(BANK | cell), benchmark="bfcl", student=student, memcfg=memcfg, k=k,
-                                        seed=seed)
+        path = memory_path(memcfg, student=student, k=k, seed=seed, **cell)
     return write_run(root, path, outcomes, spec, memcfg)
 
 
@@ -67,11 +74,14 @@ def grid(tmp_path):
 
 
 def test_layout_round_trip_reads_the_cell_back_from_the_path():
-    path = layout.MEMORY_RUN.format(benchmark="bfcl", student="qwen3_4b", teacher="gpt5mini", writer="w",
-                                    embedder="te3", representation="amd", memcfg="wf_st", protocol="cross_split",
-                                    k=layout.format_k({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
+    path = memory_path("wf_st", student="qwen3_4b", embedder="te3", protocol="cross_split",
+                       k=layout.format_k({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
+    assert "/gpt5mini-w-te3-amd/wf_st/" in path  # AMD's banks carry their representation, others none
     cell = layout.describe_run(path)
     assert cell["role"] == "memory" and cell["memcfg"] == "wf_st" and cell["protocol"] == "cross_split"
+    assert cell["representation"] == "amd" and cell["build"] == "-amd"
+    baseline = layout.describe_run(memory_path("memp", student="s", k="memp3", seed=0))
+    assert baseline["embedder"] == "e" and baseline["build"] == "" and "representation" not in baseline
     assert cell["k"] == {"wf": 2, "st": 3} and cell["seed"] == 4 and cell["student"] == "qwen3_4b"
     assert layout.describe_run("elsewhere/run.jsonl")["role"] == "other"
 
@@ -137,8 +147,7 @@ def test_table6_scores_zero_shot_on_the_cross_split_evaluation_side_only(tmp_pat
     spec = "local:qwen2.5-coder-0.5b"
     zero = student_run(tmp_path, "s", spec, "zero_shot", 0, [(True, 1), (False, 1), (False, 1), (False, 1)])
     # the cross_split run only holds tasks 1..3 (its evaluation side): zero-shot there is 0 of 3
-    cross = write_run(tmp_path, layout.MEMORY_RUN.format(**(BANK | {"protocol": "cross_split"}), benchmark="bfcl",
-                                                         student="s", memcfg="wf", k="wf1", seed=0),
+    cross = write_run(tmp_path, memory_path("wf", protocol="cross_split", student="s", k="wf1", seed=0),
                       [(True, 1)] * 4, spec, "wf")
     lines = Path(cross).read_text().splitlines()[1:]
     Path(cross).write_text("\n".join(lines) + "\n")
@@ -269,7 +278,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
                                                    "differs": differs[index]}}
 
     rewrite_records(checked, decomposed)
-    table = paired.decomposition_check(load_runs([single, checked, other_seed]))
+    table = amd_tables.decomposition_check(load_runs([single, checked, other_seed]))
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["memory"], row["baseline"], row["samples"], row["seed"]) == ("wf_st_fn_checked", "wf_st_fn", 5, 0)
@@ -281,7 +290,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
     tables.write_table("decomposition_check", table, tmp_path / "d.csv", tmp_path / "d.md")
     assert (tmp_path / "d.md").read_text().startswith("**Checked decomposition (beyond the paper)")
     with pytest.raises(AmdError, match="decomposition_check: no run of a config variant"):
-        paired.decomposition_check(load_runs([single]))
+        amd_tables.decomposition_check(load_runs([single]))
 
 
 def test_function_gating_compares_each_variant_with_always_on_function_memory(tmp_path):
@@ -302,7 +311,7 @@ def test_function_gating_compares_each_variant_with_always_on_function_memory(tm
 
     rewrite_records(runs["wf_st_fn"], hinted(False))
     rewrite_records(runs["wf_st_fn_gated"], hinted(True))
-    table = paired.function_gating(load_runs(list(runs.values()))).set_index("memory")
+    table = amd_tables.function_gating(load_runs(list(runs.values()))).set_index("memory")
     assert set(table.index) == {"wf_st_fn_gated", "wf_st_fn_signature"}  # the checked run is not a function variant
     gated, compact = table.loc["wf_st_fn_gated"], table.loc["wf_st_fn_signature"]
     assert (gated["fn_gate"], gated["fn_form"], compact["fn_gate"], compact["fn_form"]) == \
@@ -328,7 +337,7 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     Path(f"{online}.online.jsonl").write_text("\n".join(json.dumps(line) for line in [{"schema": "h"}, *events]) + "\n")
     teacher = write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
                         [(True, 3)] * 4, "openai:gpt-5-mini")  # a run without a seed: the seed column is float
-    table = paired.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
+    table = amd_tables.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
     (row,) = table.itertuples()
     assert (row.baseline, row.memory, row.seed, row.tasks) == ("wf_st_fn", "wf_st_fn_online", 0, 4)
     assert (row.frozen, row.online, row.online_only, row.frozen_only) == (2, 3, 2, 1)
@@ -341,4 +350,4 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     assert "|      0 | wf_st_fn_online" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
         other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
-        paired.online_vs_frozen(load_runs([unpaired, other_types]))
+        amd_tables.online_vs_frozen(load_runs([unpaired, other_types]))

@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 
 from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs
 from amd.analysis.reference import CITATION, load_reference
-from amd.analysis.tables import AMD_CONFIG
 from amd.errors import AmdError
+from amd.vocabulary import ZERO_SHOT, proposed_config
 
-HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
+HATCHES = ("\\\\", "xx", "++", "--", "oo", "||", "**")  # the other memory configs', in MEMORY_ORDER
 MARKERS = ("o", "s", "^", "D", "v", "P")
 STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.6}
 
@@ -56,7 +56,7 @@ def fig3_steps(runs, note=""):
                     continue
                 x = i + (j - (len(series) - 1) / 2) * width
                 ax.bar(x, cell["mean_steps"].iloc[0], width, color="white", edgecolor="black",
-                       hatch=HATCHES.get(memory, "++"),
+                       hatch=_hatch(memory),
                        label=None if labelled else _series_label(memory, protocol, cells["protocol"]))
                 labelled = True
                 paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory, protocol=protocol)
@@ -74,6 +74,16 @@ def fig3_steps(runs, note=""):
         ax.legend(frameon=False, fontsize=6, loc="upper left", ncol=2)
     _footer(fig, note, drew_paper, cells["protocol"])
     return fig
+
+
+def _hatch(memory: str) -> str:
+    """Zero-shot //, the paper's method's config .., the teacher none; every other config its own, by its place in
+    MEMORY_ORDER."""
+    fixed = {ZERO_SHOT: "//", proposed_config(): "..", "teacher": ""}
+    if memory in fixed:
+        return fixed[memory]
+    others = [name for name in MEMORY_ORDER if name not in fixed]
+    return HATCHES[others.index(memory) % len(HATCHES)] if memory in others else "++"
 
 
 def _same(column, protocol):
@@ -97,7 +107,8 @@ def fig4_student_size(runs, note=""):
     for ax, benchmark in zip(axes[0], benchmarks):
         here = cells[cells["benchmark"] == benchmark].sort_values("size")
         order = list(dict.fromkeys(here["student"]))
-        styles = {"zero_shot": ("o", "--"), AMD_CONFIG: ("s", "-")}
+        proposed = proposed_config()
+        styles = {ZERO_SHOT: ("o", "--"), proposed: ("s", "-")}
         for memory, protocol in dict.fromkeys(zip(here["memory"], here["protocol"])):
             if memory not in styles:
                 continue
@@ -105,8 +116,8 @@ def fig4_student_size(runs, note=""):
             marker, style = styles[memory]
             ax.plot([order.index(s) for s in line["student"]], line["success"], marker=marker, linestyle=style,
                     color="black", label=_series_label(memory, protocol, cells["protocol"]))
-        for row in here[here["memory"] == AMD_CONFIG].itertuples():
-            paper = reference.value("fig4_student_size", benchmark, row.model, AMD_CONFIG, protocol=row.protocol)
+        for row in here[here["memory"] == proposed].itertuples():
+            paper = reference.value("fig4_student_size", benchmark, row.model, proposed, protocol=row.protocol)
             if paper is not None:
                 ax.plot(order.index(row.student), paper, marker="D", markerfacecolor="none", color="black",
                         linestyle="none", label=None if drew_paper else "paper (AMD)")

@@ -12,9 +12,8 @@ from amd.analysis.cells import MEMORY_ORDER, aggregate, order_by, student_runs, 
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
-from amd.vocabulary import AMD_FULL, ZERO_SHOT, memory_config, memory_configs
+from amd.vocabulary import ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
 
-AMD_CONFIG = AMD_FULL
 BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
 PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
                  "cross_split: memory from 70 % of the groups, scored on the rest; shared: the paper's setting, a "
@@ -23,12 +22,11 @@ PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task r
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
-    "memory method and with AMD memory (wf_st_fn); delta = the row - the student's zero-shot.",
+    "memory method and with {method} memory ({config}); delta = the row - the student's zero-shot.",
     "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
     "student_memory = the student's own trajectories as the memory source.",
     "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory "
     "(writer: who wrote that memory).",
-    "table4_representation": "Table 4: memory representation (prose or code) per memory type.",
     "table5_repeats": "Table 5: success rate (%) over repeated runs, mean ± standard deviation.",
     "table6_protocols": "Table 6: disjoint-evaluation protocols. cross_split: memory from 70 % of tasks, scored on "
     "the other 30 % (zero-shot scored on the same 30 %); self_excluded: no task retrieves its own memory.",
@@ -36,11 +34,11 @@ CAPTIONS = {
 
 
 def table1_memories() -> list[str]:
-    """The student rows of Table 1: zero-shot, every config of the other memory methods (the paper's baselines),
-    then AMD's full config."""
-    amd_method = memory_config(AMD_CONFIG).method
-    others = [name for name, config in memory_configs().items() if config.method not in (None, amd_method)]
-    return [ZERO_SHOT, *others, AMD_CONFIG]
+    """The student rows of Table 1: zero-shot, the Table 1 configs of the other memory methods (the paper's
+    baselines; a method's spec may keep its configs out), then the paper's method's (its spec: `proposed`)."""
+    specs = method_specs()
+    ordered = [spec for spec in specs if not spec.proposed] + [spec for spec in specs if spec.proposed]
+    return [ZERO_SHOT, *(name for spec in ordered for name in spec.table1_configs())]
 
 
 def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
@@ -77,21 +75,19 @@ def _teacher_row(teacher: pd.Series, reference) -> dict:
 
 
 def reconstruction_notes(table: pd.DataFrame) -> list[str]:
-    """Which baseline rows are reconstructions, from the methods' registry entries (`reconstructed`, and
-    `released_for`: the benchmarks whose code of the method the AMD authors released)."""
-    from amd.registry import MEMORY_METHODS
-
+    """Which baseline rows are reconstructions, from the methods' specs (`reconstructed`, and `released_for`: the
+    benchmarks whose code of the method the AMD authors released)."""
     notes = []
     for memory in dict.fromkeys(table["memory"]):
-        if memory in ("teacher", ZERO_SHOT, AMD_CONFIG):
+        if memory in ("teacher", ZERO_SHOT):
             continue
         method = memory_config(memory).method
-        meta = MEMORY_METHODS.entry(method).meta
-        if "reconstructed" not in meta:
+        spec = method_spec(method)
+        if spec.reconstructed is None:
             continue
         benchmarks = dict.fromkeys(table.loc[table["memory"] == memory, "benchmark"])
-        elsewhere = [name for name in benchmarks if name not in meta.get("released_for", ())]
-        note = f"{memory}: {meta['reconstructed']}"
+        elsewhere = [name for name in benchmarks if name not in spec.released_for]
+        note = f"{memory}: {spec.reconstructed}"
         if elsewhere:
             note += (f"; on {', '.join(elsewhere)} a reconstruction (the AMD authors' release holds no {method} code "
                      "for it)")
@@ -122,28 +118,17 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"benchmark": teacher["benchmark"], "teacher": teacher["teacher"], "acting": "teacher itself",
                      "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
                      "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
-    students = student_runs(runs)
-    cells = aggregate(students[students["memory"] == AMD_CONFIG],
+    students, proposed = student_runs(runs), proposed_config()
+    cells = aggregate(students[students["memory"] == proposed],
                       ["benchmark", "teacher", "writer", "student", "protocol"])
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
                      "protocol": row.protocol, "success": row.success, "runs": row.runs, "tasks": row.tasks,
-                     "paper": reference.value("table3_teacher", row.benchmark, row.model, AMD_CONFIG,
+                     "paper": reference.value("table3_teacher", row.benchmark, row.model, proposed,
                                               models.get(row.teacher), row.protocol)})
     if not rows:
         raise AmdError("table3_teacher: no teacher or student runs among --runs")
     return pd.DataFrame(rows).sort_values(["benchmark", "teacher"], kind="stable")
-
-
-def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
-    reference = load_reference()
-    students = student_runs(runs)
-    table = aggregate(students[students["role"] == "memory"],
-                      ["benchmark", "student", "representation", "memory", "protocol"])
-    table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation,
-                                      protocol=row.protocol) for row in table.itertuples()]
-    return table[["benchmark", "student", "representation", "memory", "protocol", "success", "std", "runs", "tasks",
-                  "paper"]]
 
 
 def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +169,11 @@ def caption(name: str) -> str:
     paragraph)."""
     from amd.registry import OUTPUTS
 
-    return CAPTIONS.get(name) or " ".join((OUTPUTS.load(name).__doc__ or name).strip().split("\n\n")[0].split())
+    if name in CAPTIONS:
+        proposed = proposed_config()
+        return CAPTIONS[name].format(method=method_spec(memory_config(proposed).method).title if proposed else "no",
+                                     config=proposed)
+    return " ".join((OUTPUTS.load(name).__doc__ or name).strip().split("\n\n")[0].split())
 
 
 def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "") -> None:

@@ -5,6 +5,7 @@ import pandas as pd
 
 from amd.analysis.cells import aggregate, student_runs
 from amd.errors import AmdError
+from amd.vocabulary import PREFER_TEACHER
 
 
 def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:
@@ -44,7 +45,7 @@ def _pool_columns(pool: dict | None) -> dict:
     """A run's pooled bank as text: its teachers in priority order, the preferred one, tasks' memory by teacher."""
     if not pool:
         return {"pool": "—", "prefer": "—", "memory_from": "—"}
-    return {"pool": "+".join(pool["teachers"]), "prefer": pool.get("prefer_teacher") or "—",
+    return {"pool": "+".join(pool["teachers"]), "prefer": pool.get(PREFER_TEACHER) or "—",
             "memory_from": ", ".join(f"{name} {count}" for name, count in pool["tasks_by_teacher"].items())}
 
 
@@ -56,7 +57,7 @@ CORRELATION_NOTE = ("spearman_rho, kendall_tau: rank correlation of probe_succes
                     "that have both (teachers_compared; none below 2 teachers or when one side is constant; kendall_p: "
                     "scipy's two-sided p, which few teachers keep large); "
                     "teacher_success_rho: the same for the teachers' own success, the guess a probe has to beat.")
-PROBE_CELL = ["benchmark", "student", "writer", "embedder", "representation", "memcfg", "protocol", "k_text"]
+PROBE_CELL = ["benchmark", "student", "writer", "embedder", "build", "memcfg", "protocol", "k_text"]
 
 
 def probe_fit(runs: pd.DataFrame) -> pd.DataFrame:
@@ -90,7 +91,7 @@ def _probe_row(cell: dict, teacher: str, probes: pd.DataFrame, grid: pd.DataFram
     held_out = [verdicts for verdicts in held_out if verdicts]
     return {"benchmark": cell["benchmark"], "student": cell["student"], "memory": cell["memcfg"],
             "protocol": cell["protocol"], "k": cell["k_text"],
-            "bank": f"{cell['writer']}-{cell['embedder']}-{cell['representation']}", "teacher": teacher,
+            "bank": f"{cell['writer']}-{cell['embedder']}{cell['build']}", "teacher": teacher,
             "probe_tasks": len(probe_set), "probe_success": probes["success_rate"].mean(),
             "grid_runs": len(held_out), "grid_tasks": max((len(v) for v in held_out), default=0),
             "grid_success": (sum(100.0 * sum(v.values()) / len(v) for v in held_out) / len(held_out)
