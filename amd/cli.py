@@ -152,7 +152,7 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         if not sep:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. wf=1")
+            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. {next(iter(memory_types()))}=1")
         try:
             type_name = memory_type(name.strip()).name
         except AmdError as error:
