@@ -23,7 +23,7 @@ import hashlib
 import importlib.metadata
 
 from amd.benchmarks import base
-from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
+from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
 from amd.benchmarks.bfcl_calls import (
     MAX_SOURCE_CHARS,
     CallRejected,
@@ -324,20 +324,15 @@ class AgentDojoEpisode(base.CallByCallEpisode):
         return Verdict(success=success, details=details, decoded_calls=self.decoded_calls,
                        step_limit_scored=AgentDojo.step_limit_scored)
 
-    def execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        return checked_call(proposal, self._docs)
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
         from agentdojo.functions_runtime import FunctionCall
 
-        try:
-            name, arguments = checked_call(proposal, self._docs)
-        except CallRejected as error:
-            base.refuse(outcome, proposal.source, str(error), base.called_name(proposal))
-            return
         result, error = self._runtime.run_function(self._env, name, arguments)
         self._traces.append(FunctionCall(function=name, args=arguments))
-        outcome.calls.append(ExecutedCall(name=name, arguments=arguments, call=canonical_call(name, arguments)))
-        outcome.observations.append(error if error is not None else observation(result))
-        if error is not None:
-            base.mark_failed(outcome, name)
+        return (error if error is not None else observation(result)), error is not None
 
 
 def utility(task, answer: str, pre_env, post_env, traces) -> tuple[bool, str | None]:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call
 from amd.errors import AmdError
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
@@ -151,8 +152,9 @@ class BenchmarkDefaults:
 
 
 class CallByCallEpisode:
-    """`execute` for a tool-call episode that runs a step's proposals one at a time with its own
-    `execute_one(proposal, outcome)`; each step's executed calls, as canonical strings, go into `decoded_calls`
+    """`execute` for a tool-call episode that runs a step's proposals one at a time: `check_call(proposal)` reads a
+    proposal into (name, arguments), raising CallRejected for one it refuses, and `run_call(name, arguments)` runs
+    it, returning (observation, failed). Each step's executed calls, as canonical strings, go into `decoded_calls`
     (per turn, per step: `next_user_message` appends a list for each turn it starts)."""
 
     task_id: str
@@ -163,12 +165,24 @@ class CallByCallEpisode:
             raise AmdError(f"{self.task_id}: execute() called before the first user turn was taken")
         outcome = StepOutcome()
         for proposal in proposals:
-            self.execute_one(proposal, outcome)
+            try:
+                name, arguments = self.check_call(proposal)
+            except CallRejected as error:
+                refuse(outcome, proposal.source, str(error), called_name(proposal))
+                continue
+            outcome.calls.append(ExecutedCall(name=name, arguments=arguments, call=canonical_call(name, arguments)))
+            observation, failed = self.run_call(name, arguments)
+            outcome.observations.append(observation)
+            if failed:
+                mark_failed(outcome, name)
         if outcome.calls:
             self.decoded_calls[-1].append([call.call for call in outcome.calls])
         return outcome
 
-    def execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
         raise NotImplementedError
 
 

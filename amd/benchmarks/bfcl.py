@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amd.benchmarks import base
-from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
+from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.files import sha256_file
@@ -175,17 +175,11 @@ class BfclEpisode(base.CallByCallEpisode):
         details = official_check(self._entry, self._ground_truth, decoded)
         return Verdict(success=details.get("valid") is True, details=details, decoded_calls=decoded)
 
-    def execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
-        try:
-            name, kwargs = read_call(proposal, self._docs)
-        except CallRejected as error:
-            base.refuse(outcome, proposal.source, str(error), base.called_name(proposal))
-            return
-        outcome.calls.append(ExecutedCall(name=name, arguments=kwargs, call=canonical_call(name, kwargs)))
-        observation, failed = _run(self._methods[name], copy.deepcopy(kwargs))  # backends may mutate args
-        outcome.observations.append(observation)
-        if failed:
-            base.mark_failed(outcome, name)
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        return read_call(proposal, self._docs)
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        return _run(self._methods[name], copy.deepcopy(arguments))  # backends may mutate args
 
 
 def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[list[list[str]]]) -> dict:
