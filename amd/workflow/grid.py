@@ -23,15 +23,13 @@ from amd.vocabulary import (
     output_names,
 )
 from amd.workflow import args
+from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
 from amd.workflow.config import ConfigError, validate_config
 
-SELF_TEACHER = "self"  # a student distilling its own trajectories (the paper's Student Memory)
-TEACHER_WRITES = "teacher"  # the writer is the teacher itself (paper §3.1); Student Memory: the student
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
 CELL_LISTS = {"benchmark": "benchmarks", "student": "students", "teacher": "teachers", "writer": "writers",
               "embedder": "embedders", "memcfg": "memory_configs", "protocol": "protocols", "seed": "seeds"}
-SECTIONS = ("benchmarks", "students", "teachers", "writers", "embedders")
 
 
 def cell_lists() -> dict:
@@ -43,7 +41,7 @@ class Grid:
     def __init__(self, config: dict):
         validate_config(config)
         self.config = config
-        self._check_names()
+        check_names(self)
 
     # ---- names and entries ---------------------------------------------------------------------------------
 
@@ -341,72 +339,6 @@ class Grid:
 
     def serve_gpus(self, wildcards) -> int:
         return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
-
-    # ---- checks the schema cannot make ---------------------------------------------------------------------
-
-    def _check_names(self) -> None:
-        """Every name an experiment uses is defined, a teacher that writes its own memory has a model, and no
-        agent is both teacher and student."""
-        self._check_pools()
-        extra = {"teachers": {SELF_TEACHER: None} | self.agents() | self.pools(),
-                 "writers": {TEACHER_WRITES: None} | self.agents()}
-        for experiment in self.config["experiments"]:
-            for section in SECTIONS:
-                known = self.config[section] | extra.get(section, {})
-                for name in self.setting(experiment, section):
-                    if name not in known:
-                        raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
-                                          f"under `{section}`")
-            for cell in self.cells(experiment):
-                self._check_settings(experiment, cell)
-                own = cell["writer"] == cell["teacher"]  # each teacher writes its own memory, a pool's members too
-                writers = self.distilled_teachers(cell["teacher"]) if own else [cell["writer"]]
-                for writer in writers:
-                    if cell["method"] and writer not in self.config["writers"] and not self.samples(self.agent(writer)):
-                        raise ConfigError(f"config: experiments.{experiment}: writer {writer!r} has no model to "
-                                          "write memory with; name a writer under `writers` (e.g. rules)")
-        self._check_probe()
-        clash = set(self.config["teachers"]) & set(self.config["students"])
-        if clash:
-            raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
-
-    def _check_settings(self, experiment: str, cell: dict) -> None:
-        """The value a memory cell takes of each setting of its method is one the config defines."""
-        for setting in method_spec(cell["method"]).settings if cell["method"] else ():
-            if cell[setting.key] not in self.config.get(setting.section, {}):
-                raise ConfigError(f"config: experiments.{experiment}.{setting.section}: {cell[setting.key]!r} is not "
-                                  f"defined under `{setting.section}`")
-
-    def _check_pools(self) -> None:
-        """A pool's name is its own, its members are `teachers` entries, and it prefers one of them."""
-        for name, pool in self.pools().items():
-            if name in self.agents():
-                raise ConfigError(f"config: teacher_pools.{name}: the name is already an agent's; pick another")
-            for member in pool["teachers"]:
-                if member not in self.config["teachers"]:
-                    raise ConfigError(f"config: teacher_pools.{name}.teachers: {member!r} is not defined under "
-                                      "`teachers`")
-            if "prefer" in pool and pool["prefer"] not in pool["teachers"]:
-                raise ConfigError(f"config: teacher_pools.{name}.prefer: {pool['prefer']!r} is not one of its "
-                                  f"teachers {pool['teachers']}")
-
-    def _check_probe(self) -> None:
-        """A probe experiment compares teachers' memory on the config's probe set, which is part of the student
-        tasks."""
-        probes = [name for name, spec in self.config["experiments"].items() if spec.get("probe")]
-        if probes and "probe" not in self.config:
-            raise ConfigError(f"config: experiments.{probes[0]}.probe: no `probe` section gives the probe set "
-                              "(probe: {size: N, seed: S})")
-        for name in probes:
-            if ZERO_SHOT in self.config["experiments"][name]["memory_configs"]:
-                raise ConfigError(f"config: experiments.{name}.memory_configs: a probe compares teachers' memory; "
-                                  "zero_shot has none")
-        for benchmark, fixed in self.config.get("probe", {}).get("tasks", {}).items():
-            pool = self.config["benchmarks"].get(benchmark, {}).get("student_tasks")
-            outside = [task for task in fixed if pool is not None and task not in pool]
-            if benchmark not in self.config["benchmarks"] or outside:
-                raise ConfigError(f"config: probe.tasks.{benchmark}: the probe set must be part of the benchmark's "
-                                  f"student_tasks ({', '.join(outside) or 'benchmark not configured'})")
 
 
 def _uses(spec, *prefixes) -> int:
