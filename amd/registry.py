@@ -10,6 +10,7 @@ importing the method.
 
 import importlib
 import importlib.metadata
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -83,7 +84,7 @@ class Registry:
 def load_target(target: str):
     """The object a "module:attr" string names."""
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(sys.modules.get(module) or importlib.import_module(module), attr)
 
 
 BENCHMARKS = Registry("benchmark", groups={"amd.benchmarks": {}})

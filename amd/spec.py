@@ -80,7 +80,7 @@ class Config:
     after: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one spec is one object: compared and hashed by identity
 class MethodSpec:
     name: str
     implementation: str  # "module:Class" of the method (amd.memory.method.MemoryMethod), imported when used

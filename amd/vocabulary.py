@@ -7,6 +7,7 @@ Snakemake rules and the analysis take their choices from this module, and none o
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from amd.errors import AmdError, did_you_mean
 from amd.registry import MEMORY_METHODS, OUTPUTS
@@ -61,8 +62,13 @@ def memory_types() -> dict[str, MemoryType]:
 
 def memory_configs() -> dict[str, MemoryConfig]:
     """zero_shot plus every registered method's named configs."""
+    return dict(_configs(tuple(method_specs())))
+
+
+@lru_cache(maxsize=4)
+def _configs(specs: tuple[MethodSpec, ...]) -> dict[str, MemoryConfig]:
     configs = {ZERO_SHOT: MemoryConfig(ZERO_SHOT, None, ())}
-    for spec in method_specs():
+    for spec in specs:
         by_code = {t.code: t for t in spec.types}
         for name, declared in spec.configs.items():
             if name in configs:
