@@ -31,6 +31,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from amd.agent.parsing import parse_reply
+from amd.benchmarks import base
 from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, read_call
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
@@ -167,17 +168,17 @@ class ToolSandboxEpisode:
         results = self._run(calls) if calls and self._ended is None else {}
         for proposal, call in zip(proposals, checked):
             if isinstance(call, CallRejected):
-                _refuse(outcome, proposal.source, str(call), _called_name(proposal))
+                base.refuse(outcome, proposal.source, str(call), base.called_name(proposal))
             elif (result := results.get(call["id"])) is None or result["refused"]:
                 reason = result["error"] if result else f"not run: the conversation is over ({self._ended})"
-                _refuse(outcome, proposal.source, reason, call["name"])
+                base.refuse(outcome, proposal.source, reason, call["name"])
             else:
                 outcome.calls.append(ExecutedCall(call["name"], call["arguments"],
                                                   canonical_call(call["name"], call["arguments"])))
                 outcome.observations.append(json.dumps({"error": result["content"]}) if result["error"]
                                             else result["content"])
                 if result["error"]:
-                    _mark_failed(outcome, call["name"])
+                    base.mark_failed(outcome, call["name"])
         if outcome.calls:
             self.decoded_calls[-1].append([call.call for call in outcome.calls])
         outcome.finished = self._ended is not None
@@ -374,22 +375,3 @@ def _tools_in_prompt(messages: list[dict], tools: list[dict]) -> list[dict]:
         return [{"role": "system", "content": note}, *messages]
     extended = {**messages[last], "content": f"{messages[last]['content']}\n\n{note}"}
     return [*messages[:last], extended, *messages[last + 1:]]
-
-
-def _refuse(outcome: StepOutcome, text: str, reason: str, name: str | None) -> None:
-    outcome.rejected.append({"text": text, "reason": reason})
-    outcome.observations.append(json.dumps({"error": f"rejected call: {reason}"}))
-    _mark_failed(outcome, name)
-
-
-def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
-    outcome.error = True
-    if name and name not in outcome.failing_functions:
-        outcome.failing_functions.append(name)
-
-
-def _called_name(proposal: Proposal) -> str | None:
-    if isinstance(proposal.name, str):
-        return proposal.name
-    head = (proposal.source or "").strip().split("(", 1)[0].strip()
-    return head if head.isidentifier() else None
