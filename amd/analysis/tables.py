@@ -12,7 +12,7 @@ from amd.analysis.cells import MEMORY_ORDER, aggregate, order_by, student_runs, 
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
-from amd.vocabulary import ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
+from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
 
 BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
 PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
@@ -148,7 +148,7 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
         for (benchmark, student), cell in group.groupby(["benchmark", "student"]):
             evaluated = frozenset().union(*cell["task_ids"])
             mine = zero_shot[(zero_shot["benchmark"] == benchmark) & (zero_shot["student"] == student)]
-            if protocol == "cross_split":
+            if protocol in CROSS_SPLITS:
                 mine = mine.apply(restrict_to_tasks, axis=1, task_ids=evaluated) if len(mine) else mine
             parts.append(mine.assign(protocol=protocol))
     table = aggregate(pd.concat(parts), ["benchmark", "student", "protocol", "memory"])

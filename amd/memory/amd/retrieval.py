@@ -112,12 +112,12 @@ class AmdHooks(BankHooks):
             return Injection()
         names = list(dict.fromkeys(failing_functions))
         earlier = self._count_errors(task, names)
-        excluded = self.excluded_group(task)
+        excluded = self.excluded(task)
         entries = self.bank.entries["function"]
         query, hits, records, withheld = None, [], [], []
         for name in names:
             rows = [row for row in dict.fromkeys(self.by_name.get(name, []))
-                    if entries[row]["source_group"] != excluded and all(row != r for r, _ in hits)]
+                    if not excluded.hides(entries[row]) and all(row != r for r, _ in hits)]
             if not rows:
                 continue
             if self.fn_gate == "repeat" and earlier[name] == 0:
