@@ -201,7 +201,7 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
     table = table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
         ["benchmark", "student", "protocol", "setting", "memory", "success", "std", "runs", "tasks"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
-        table="Table 6", said="; §B.3 says self-excluded retrieval slightly outperforms cross-split on AppWorld")]
+        table="Table 6", said="; §B.3 describes them in words only")]
     return table
 
 

@@ -27,7 +27,7 @@ from amd.memory.method import BankHooks, injection_records
 
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
-DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
+DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
 class AmdHooks(BankHooks):
