@@ -20,7 +20,7 @@ from amd.errors import AmdError
 from amd.memory.bank import Bank, BankContents, load_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pooled_view
-from amd.memory.protocols import SOURCE_FIELDS, Exclusion, exclusion, memory_side, task_units
+from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
 from amd.registry import load_target
 from amd.vocabulary import (
     CROSS_SPLITS,
@@ -93,8 +93,7 @@ class BankHooks:
             self.bank, self.pool = pooled_view(bank, settings.prefer_teacher)
         if settings.protocol in CROSS_SPLITS:
             self.memory_side = memory_side(bank.manifest["task_groups"], settings.protocol, settings.split_seed)
-            unit = EXCLUSION_UNITS[settings.protocol]
-            self.bank = self.bank.restricted(SOURCE_FIELDS[unit], self.memory_side)
+            self.bank = self.bank.restricted(unit_field(settings.protocol), self.memory_side)
 
     def describe(self) -> dict:
         """The trajectory's `memory` field; `excluded` says what no task retrieved memory from (the protocol's
@@ -131,13 +130,12 @@ class BankHooks:
     def excluded(self, task: TaskContext) -> Exclusion:
         """What this task must not see: entries of its own group, or of itself under a task-level protocol
         (nothing under `shared`)."""
-        if self.memory_side is not None:
-            unit = task_units({task.task_id: task.task_group}, self.settings.protocol)[task.task_id]
-            if unit in self.memory_side:
-                raise AmdError(f"task {task.task_id} is on the memory side of the cross split (seed "
-                               f"{self.settings.split_seed}); evaluate only the held-out tasks "
-                               "(amd.memory.protocols.eval_task_ids)")
-        return exclusion(self.settings.protocol, task.task_id, task.task_group)
+        excluded = exclusion(self.settings.protocol, task.task_id, task.task_group)
+        if self.memory_side is not None and excluded.value in self.memory_side:
+            raise AmdError(f"task {task.task_id} is on the memory side of the cross split (seed "
+                           f"{self.settings.split_seed}); evaluate only the held-out tasks "
+                           "(amd.memory.protocols.eval_task_ids)")
+        return excluded
 
     def search(self, type_name: str, query: str, task: TaskContext) -> list[tuple[dict, float]]:
         vector = self.embedder.embed_one(query)
