@@ -5,6 +5,7 @@ import re
 import pandas as pd
 
 from amd.analysis.layout import describe_run
+from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.schema import read_trajectories
 from amd.score import expected_tasks, run_metrics
@@ -20,11 +21,12 @@ def model_name(record: dict) -> str:
 
 
 def summarize_run(path) -> dict:
-    """One row: the run's cell plus success rate (%), mean steps and token totals over its tasks."""
+    """One row: the run's cell plus success rate (%), mean steps, token totals over its tasks and its cost."""
     records = read_trajectories(path)
     if not records:
         raise AmdError(f"{path}: run file has no tasks")
     metrics = run_metrics(records, expected_tasks(path))
+    cost = run_cost(records, path)
     cell = describe_run(path)
     k = cell.pop("k", {})
     row = {column: cell.get(column) for column in CELL_COLUMNS}
@@ -41,6 +43,8 @@ def summarize_run(path) -> dict:
         "task_ids": frozenset(metrics["success_by_task"]),
         **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
                                          "completion_tokens", "success_by_task", "steps_by_task")},
+        # every role's tokens (agent, memory, user simulator, the bank's writer) and their US dollars (amd.cost)
+        "tokens": cost["tokens"], "cost_usd": cost["usd"],
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
         **memory_detail_columns(records),
