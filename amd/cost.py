@@ -143,13 +143,13 @@ def _bank_writers(bank: str, sha256: str | None, notes: list[str]) -> list[Usage
 
 
 def _online_writer(spec: str, run_path, notes: list[str]) -> Usage:
-    from amd.memory.online import history_path
+    from amd.memory.online import history_events, history_path
 
-    history = history_path(run_path)
-    if not history.exists():
-        notes.append(f"writer: the online run's history {history} is missing: its writer's tokens are unknown")
+    events = history_events(run_path)
+    if events is None:
+        notes.append(f"writer: the online run's history {history_path(run_path)} is missing: its writer's tokens "
+                     "are unknown")
         return Usage("writer", spec, known=False)
-    events = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
     usage = Usage("writer", spec)
     for event in events:
         written = event.get("writer", {})
