@@ -74,7 +74,7 @@ def dollars(usage: Usage) -> float | None:
 
 def run_cost(records: list[dict], run_path) -> dict:
     """{tokens, usd, parts: [{role, spec, prompt, completion, cached_prompt, tokens, usd}], notes} of one run file."""
-    parts, notes = _usages(records, run_path, [])
+    parts, notes = _usages(records, run_path)
     rows = [asdict(usage) | {"tokens": usage.tokens, "usd": dollars(usage)} for usage in parts]
     for row in rows:
         if row["tokens"] is not None and row["usd"] is None:
@@ -86,8 +86,9 @@ def run_cost(records: list[dict], run_path) -> dict:
             "parts": rows, "notes": notes}
 
 
-def _usages(records: list[dict], run_path, notes: list[str]) -> tuple[list[Usage], list[str]]:
+def _usages(records: list[dict], run_path) -> tuple[list[Usage], list[str]]:
     by_key: dict[tuple[str, str], Usage] = {}
+    notes: list[str] = []
 
     def usage(role: str, spec: str) -> Usage:
         return by_key.setdefault((role, spec), Usage(role, spec))
