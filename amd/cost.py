@@ -1,7 +1,7 @@
 """What a run cost, in tokens and US dollars, by role: the agent's replies (`agent`), the student replies its memory
 method asked for beside them (`memory`: a decomposition, keywords, a stage plan), a simulated user's replies (`user`,
 ToolSandbox) and the writer that distilled the memory it read (`writer`: the bank's whole build, counted in every run
-that reads the bank, plus what an online run's writer model distilled during the run).
+that reads the bank, plus what the run's memory method says it used beside its records: AMD's online writer model).
 
 Dollars come from the price table `data/prices.csv` (package data `amd.reference_data`; USD per million tokens, each
 price with its date and source): (prompt - cached) x input + cached x cached_input + completion x output. Hosted
@@ -18,9 +18,12 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
+from amd.memory.writing import RULES
+from amd.registry import load_target
+from amd.vocabulary import run_method
+
 PRICE_FILE = files("amd.reference_data") / "prices.csv"
 HOSTED = "openai:"
-FREE_WRITERS = ("rules", "student")  # no model of its own, or the student's (counted under `memory`)
 
 
 @dataclass(frozen=True)
@@ -107,17 +110,20 @@ def _usages(records: list[dict], run_path) -> tuple[list[Usage], list[str]]:
             notes.append(f"user: {record['task_id']} was recorded before amd counted the user simulator's tokens")
     parts = list(by_key.values())
     if records:
-        parts += _writer_usages(records[0]["memory"], run_path, notes)
+        parts += _writer_usages(records[0]["memory"], records, run_path, notes)
     return parts, list(dict.fromkeys(notes))
 
 
-def _writer_usages(memory: dict, run_path, notes: list[str]) -> list[Usage]:
-    """The bank's build (read at the path the run recorded, relative to the current folder) and an online run's
-    writer model."""
+def _writer_usages(memory: dict, records: list[dict], run_path, notes: list[str]) -> list[Usage]:
+    """The bank's build (read at the path the run recorded, relative to the current folder) and what the run's
+    memory method says its run used beside the records (its spec's run_usage, e.g. an online writer model)."""
     parts = _bank_writers(memory.get("bank"), memory.get("bank_sha256"), notes) if memory.get("bank") else []
-    online = memory.get("online", {}).get("writer")
-    if online and online not in FREE_WRITERS:
-        parts.append(_online_writer(online, run_path, notes))
+    spec = run_method(memory)
+    for used in load_target(spec.run_usage)(records, run_path) if spec and spec.run_usage else []:
+        if "note" in used:
+            notes.append(used["note"])
+        parts.append(Usage(used["role"], used["spec"], used.get("prompt", 0), used.get("completion", 0),
+                           known=used.get("known", True)))
     return parts
 
 
@@ -135,24 +141,9 @@ def _bank_writers(bank: str, sha256: str | None, notes: list[str]) -> list[Usage
         return [part for member in manifest["pool"]["members"].values()
                 for part in _bank_writers(member["bank"], member["bank_sha256"], notes)]
     spec, written = manifest["writer"]["spec"], manifest.get("writer_usage")
-    if written is None and spec not in FREE_WRITERS:
+    if written is None and spec != RULES:
         notes.append(f"writer: {bank} was built before amd recorded its writer's tokens")
         return [Usage("writer", spec, known=False)]
     written = written or {}
     return [Usage("writer", spec, written.get("prompt", 0), written.get("completion", 0),
                   written.get("cached_prompt", 0))]
-
-
-def _online_writer(spec: str, run_path, notes: list[str]) -> Usage:
-    from amd.memory.online import history_events, history_path
-
-    events = history_events(run_path)
-    if events is None:
-        notes.append(f"writer: the online run's history {history_path(run_path)} is missing: its writer's tokens "
-                     "are unknown")
-        return Usage("writer", spec, known=False)
-    usage = Usage("writer", spec)
-    for event in events:
-        written = event.get("writer", {})
-        usage.add(written.get("prompt_tokens", 0), written.get("completion_tokens", 0))
-    return usage

@@ -18,6 +18,7 @@ from amd.analysis.viewer import build_page, render, write_view
 from amd.cli import main
 from amd.errors import AmdError
 from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
+from amd.memory.online import history_path
 from amd.schema import validate
 
 # Model text that tries to run: each must reach the page as text, never as markup.
@@ -141,6 +142,22 @@ def test_steps_calls_refusals_errors_and_injected_memory_with_source_and_similar
     assert "send_money(recipient=&#39;&lt;IBAN&gt;&#39;, amount=&lt;AMOUNT&gt;)" in html
     without_bank = render(build_page(runs["memory"], runs["zero_shot"]))
     assert "<dt>insight</dt>" not in without_bank and "amd view --bank BANK shows it" in without_bank
+
+
+def test_an_online_run_shows_the_entries_it_added_and_what_its_method_records(runs, tmp_path):
+    """Entries an online run added come from its history (AMD's spec: run_entries); the method's own injection fields
+    (online, rank_penalty) are shown as they are."""
+    added = {"id": "online:workflow:banking/user_task_0:0", "type": "workflow", "source_task_id": TASKS[0],
+             "source_group": TASKS[0], "query": "q", "insight": "learnt while running"}
+    run = tmp_path / "online.jsonl"
+    record = json.loads(runs["memory"].read_text().splitlines()[1])
+    record["system_memory"] = [{"type": "workflow", "entry_id": added["id"], "source_task_id": TASKS[0],
+                                "similarity": 0.5, "online": True, "rank_penalty": 0.1}]
+    run.write_text(json.dumps(record) + "\n")
+    history_path(run).write_text(json.dumps({"header": True}) + "\n" + json.dumps({"added": [added]}) + "\n")
+    html = render(build_page(run, bank_dir=runs["bank"]))
+    assert "similarity 0.500, online true, rank_penalty 0.1" in html
+    assert "<dt>insight</dt><dd><pre>learnt while running</pre></dd>" in html
 
 
 def test_model_text_cannot_inject_markup_or_script(runs):

@@ -2,8 +2,8 @@
 
 Per task: the verdict (status, error, the checker's answer), every step (the model's text, the calls it ran, refused
 calls, observations, errors) and the memory injected at task start, per user turn and after an error, each with its
-entry id, source task and similarity; with `--bank`, the entry's own text (from the bank the run read, and from an
-online run's history for entries it added). With `--against`, the same tasks of another run (e.g. zero-shot beside
+entry id, source task and similarity (and what else its method records, e.g. online memory's flags); with `--bank`,
+the entry's own text (from the bank the run read, and for entries the run added to it, from its method). With `--against`, the same tasks of another run (e.g. zero-shot beside
 with-memory), the paired counts, and filters for the discordant tasks; without it, a filter for the failed tasks.
 
 The page is made from `templates/view.html` (package data `amd.page_templates`) by Jinja2 with autoescaping, so every
@@ -15,19 +15,20 @@ import base64
 import hashlib
 import json
 from importlib.resources import files
-from pathlib import Path
 
 from amd.errors import AmdError
 from amd.files import atomic_file
+from amd.registry import load_target
 from amd.schema import read_trajectories
-from amd.vocabulary import ZERO_SHOT
+from amd.vocabulary import ZERO_SHOT, run_method
 
 TEMPLATES = files("amd.page_templates")
 SHOWN_ELSEWHERE = ("id", "type", "source_task_id", "source_group", "source_teacher")  # entry fields of the header
 # Optional fields of a step and of an injection record (amd/trajectory.schema.json), as the page reads them.
 STEP_DEFAULTS = {"rejected": [], "code": None, "tokens": None, "cached": False, "model_error": None,
                  "finish_reason": None}
-INJECTION_DEFAULTS = {"source_teacher": None, "query": None, "online": None, "rank_penalty": None}
+INJECTION_DEFAULTS = {"source_teacher": None, "query": None}
+INJECTION_SHOWN = ("type", "entry_id", "source_task_id", "similarity", *INJECTION_DEFAULTS)  # the rest: as key value
 
 
 def write_view(run_path, out_path, against_path=None, bank_dir=None) -> dict:
@@ -153,6 +154,8 @@ def _injection(item: dict, entries: dict) -> dict:
     similarity = item.get("similarity")
     entry = entries.get(item["entry_id"])
     return {**INJECTION_DEFAULTS, **item, "similarity_text": "—" if similarity is None else f"{similarity:.3f}",
+            "extra": [(key, value if isinstance(value, str) else json.dumps(value)) for key, value in item.items()
+                      if key not in INJECTION_SHOWN],
             "fields": None if entry is None else [(key, value if isinstance(value, str) else _json(value))
                                                   for key, value in entry.items() if key not in SHOWN_ELSEWHERE]}
 
@@ -166,9 +169,9 @@ def _json(value) -> str:
 
 def _attach_entries(bank_dir, runs: list[dict]) -> None:
     """Each run that read this bank (by its manifest's sha256, where the run recorded one) gets its entries by id,
-    and an online run also the entries it added (from its history). One of the runs must have read it."""
+    and those its method says the run added (its spec's run_entries, e.g. an online run's). One of the runs must
+    have read it."""
     from amd.memory.bank import load_bank
-    from amd.memory.online import history_events
 
     bank = load_bank(bank_dir)
     readers = [run for run in runs if run["memory"].get("bank")
@@ -179,5 +182,6 @@ def _attach_entries(bank_dir, runs: list[dict]) -> None:
                        f"{bank.manifest_sha256[:12]}...; the runs read {read})")
     entries = {entry["id"]: entry for type_entries in bank.entries.values() for entry in type_entries}
     for run in readers:
-        added = [entry for event in history_events(Path(run["path"])) or [] for entry in event["added"]]
-        run["entries"] = entries | {entry["id"]: entry for entry in added}
+        spec = run_method(run["memory"])
+        added = load_target(spec.run_entries)(run["path"]) if spec and spec.run_entries else {}
+        run["entries"] = entries | added

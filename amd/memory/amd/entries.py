@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from amd.memory.amd import writers
+from amd.memory.amd.spec import AMD_TYPES
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     call_example_code,
@@ -20,7 +21,6 @@ from amd.memory.steps import (
     render_steps_prose,
     steps_of,
 )
-from amd.vocabulary import AMD_TYPES
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)

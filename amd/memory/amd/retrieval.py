@@ -6,7 +6,7 @@ system prompt. With the run option `per_turn`, subtasks are retrieved by each us
 did for BFCL). Reactive, after an error: the failing function's records, looked up by name, ranked by
 cosine(instruction, record reasoning), top-k appended after the error. δ applies to the vector types only.
 
-Beyond the paper, two run options (each a registered config variant, amd.vocabulary AMD_VARIANTS):
+Beyond the paper, two run options (each a config variant of AMD's spec, amd.memory.amd.spec):
 `decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
 and retrieves by the labels the samples agree on (amd.memory.amd.decompose); `fn_gate=repeat` gives function memory
 for a function only from its second error in the task on (its first error gets no hint, recorded as withheld).
@@ -22,22 +22,18 @@ from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
 from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
+from amd.memory.amd.spec import RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records
 
-RUN_OPTIONS = ("per_turn", "representation", "decompose_samples", "decompose_temperature", "fn_gate", "online",
-               "online_writer", "online_dedup", "online_decay")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
-FN_GATES = ("always", "repeat")  # repeat: no function memory on a function's first error in the task
+FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
 
 
 class AmdHooks(BankHooks):
     def __init__(self, bank, config, settings):
         super().__init__(bank, config, settings)
-        options = settings.options
-        unknown = set(options) - set(RUN_OPTIONS)
-        if unknown:
-            raise AmdError(f"memory method amd has no run option {sorted(unknown)}; options: {', '.join(RUN_OPTIONS)}")
+        options = settings.options  # their names are checked against the spec (amd.memory.method.open_memory)
         self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
