@@ -5,6 +5,7 @@ The server is started by amd.serve.serve_and_run, as `amd serve-run` starts it, 
 its command (started the moment the server answers, so start-up = that moment minus the start).
 
     .venv/bin/python bench/bench_vllm_cpu.py [--compile]    (--compile: without --enforce-eager)
+    .venv/bin/python bench/bench_vllm_cpu.py --llama-cpp    (the same requests to the embedded llama.cpp server)
 """
 
 import argparse
@@ -44,9 +45,8 @@ def timed(model, messages, **kwargs):
     return reply, time.perf_counter() - start
 
 
-def client(base_url: str, started: float) -> None:
-    print(f"start-up (command start to /v1/models answering): {time.time() - started:.1f} s")
-    with open_model(f"vllm:{NAME}@{base_url}", {"cache": False, "max_tokens": 128}) as model:
+def client(spec: str) -> None:
+    with open_model(spec, {"cache": False, "max_tokens": 128}) as model:
         episode = AgentDojo(suite="banking").start(TASK)
         agent = ModelAgent(model)
         agent.begin(episode.tools, "")
@@ -69,9 +69,13 @@ def client(base_url: str, started: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compile", action="store_true", help="let vLLM compile the model (no --enforce-eager)")
+    parser.add_argument("--llama-cpp", action="store_true", help="time the embedded llama.cpp server instead")
     parser.add_argument("--client", nargs=2, metavar=("BASE_URL", "STARTED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        client(args.client[0], float(args.client[1]))
+        print(f"start-up (command start to /v1/models answering): {time.time() - float(args.client[1]):.1f} s")
+        client(f"vllm:{NAME}@{args.client[0]}")
+    elif args.llama_cpp:
+        client(f"local:{NAME}")
     else:
         sys.exit(serve(args.compile))
