@@ -31,23 +31,28 @@ class ModelAgent:
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
         code_guide = episode.guide if action_format(episode) == CODE else None
-        return cls(model, getattr(episode, "system_message", ""), code_guide)
+        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None))
 
-    def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None):
+    def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None,
+                 official_tools: list[dict] | None = None):
         self.model = model
         self.benchmark_system = benchmark_system  # the benchmark's own instructions, after ours
         self.code_guide = code_guide  # None: tool calls
+        self.official_tools = official_tools  # the tools as the official harness sends them (prompting official)
         self.messages: list[dict] = []
         self.tools: list[dict] = []
         self._step = 0
         self._last_native = False
         self._response_format = None  # prompting json: the constraint of every step
+        self._system = ""  # the system prompt without memory
+        self._memory = {"start": "", "turn": "", "first": False}
 
-    def begin(self, tools: list[dict], memory_text: str) -> None:
+    def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
         self.tools = tools
+        self._memory = {"start": memory_text, "turn": "", "first": memory_first}
         prompting = self.model.params["prompting"]
         if prompting == OFFICIAL:
-            self._begin_official(memory_text)
+            self._begin_official()
             return
         if self.code_guide is not None:
             self.tools = []  # code actions: the model gets no tools, it writes code
@@ -61,21 +66,40 @@ class ModelAgent:
             system = load_prompt("agent_system").format(tool_docs=self._tool_docs(tools))
         if self.benchmark_system:
             system = f"{system}\n\n{self.benchmark_system}"
-        # Memory goes after the stable tool docs so the server's prefix cache stays warm across memory configs.
-        if memory_text:
-            system = f"{system}\n\n{memory_text}"
-        self.messages = [{"role": "system", "content": system}]
+        self._system = system
+        self.messages = []
+        self._place_system()
 
-    def _begin_official(self, memory_text: str) -> None:
-        """The official function-calling harnesses' messages: the tools go as native tools, no system prompt of
-        ours; only the benchmark's own system message and the memory, where there are any, as a system message."""
+    def _begin_official(self) -> None:
+        """The official function-calling harnesses' messages: the tools go as native tools, exactly as the official
+        harness converts them where the benchmark says (`official_tools`), and no system prompt of ours; only the
+        benchmark's own system message and the memory, where there are any, as a system message."""
         if not self.model.native_tools or self.code_guide is not None:
             raise AmdError(f"prompting 'official' needs native tool calls; {self.model.spec} reads calls from text "
                            "or the benchmark acts in code")
-        system = "\n\n".join(part for part in (self.benchmark_system, memory_text) if part)
-        self.messages = [{"role": "system", "content": system}] if system else []
+        self.tools = self.official_tools or self.tools
+        self._system = self.benchmark_system
+        self.messages = []
+        self._place_system()
 
-    def add_user(self, text: str, memory_text: str = "") -> None:
+    def _place_system(self) -> None:
+        """The system message: the prompt and the memory (task start and this turn's), memory after the prompt (the
+        stable prefix first, so the server's prefix cache stays warm across memory configs) or before it, as the
+        paper and its release place it. None when both are empty."""
+        memory = "\n\n".join(part for part in (self._memory["start"], self._memory["turn"]) if part)
+        parts = (memory, self._system) if self._memory["first"] else (self._system, memory)
+        content = "\n\n".join(part for part in parts if part)
+        has_system = bool(self.messages) and self.messages[0]["role"] == "system"
+        if content:
+            self.messages[:1 if has_system else 0] = [{"role": "system", "content": content}]
+        elif has_system:
+            del self.messages[0]
+
+    def add_user(self, text: str, memory_text: str = "", memory_in_system: bool = False) -> None:
+        if memory_in_system:
+            self._memory["turn"] = memory_text
+            self._place_system()
+            memory_text = ""
         content = f"{text}\n\n{memory_text}" if memory_text else text
         self.messages.append({"role": "user", "content": content})
 
@@ -98,7 +122,7 @@ class ModelAgent:
                 result.proposals, result.text = read_step(reply.text)
             else:
                 result.proposals = parse_reply(reply.text, reply.tool_calls)
-            self._remember_reply(reply.text, result.proposals, native=bool(reply.tool_calls))
+            self._remember_reply(reply.text, result.proposals, reply.tool_calls)
         return result
 
     def observe(self, proposals: list[Proposal], outcome: StepOutcome, hint: str = "") -> None:
@@ -120,15 +144,19 @@ class ModelAgent:
         """The model's chat, for what a memory method asks of the student (a decomposition, keywords)."""
         return self.model.chat
 
-    def _remember_reply(self, text: str, proposals: list[Proposal], native: bool) -> None:
+    def _remember_reply(self, text: str, proposals: list[Proposal], tool_calls: list[dict]) -> None:
         self._step += 1
-        self._last_native = native
-        message = {"role": "assistant", "content": text}
+        self._last_native = native = bool(tool_calls)
+        # The official harnesses send the server's own message back: its content null beside tool calls, the
+        # arguments as the model wrote them.
+        official = self.model.params["prompting"] == OFFICIAL
+        message = {"role": "assistant", "content": None if official and native and not text else text}
         if native:
             message["tool_calls"] = [
                 {"id": self._call_id(i), "type": "function",
-                 "function": {"name": p.name or "", "arguments": json.dumps(p.arguments or {})}}
-                for i, p in enumerate(proposals)
+                 "function": {"name": p.name or "", "arguments": call["arguments"] if official
+                              else json.dumps(p.arguments or {})}}
+                for i, (p, call) in enumerate(zip(proposals, tool_calls))
             ]
         self.messages.append(message)
 
@@ -157,10 +185,10 @@ class OracleAgent:
         self.turn = -1
         self.pending: list[Proposal] = []
 
-    def begin(self, tools: list[dict], memory_text: str) -> None:
+    def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
         self.turn = -1
 
-    def add_user(self, text: str, memory_text: str = "") -> None:
+    def add_user(self, text: str, memory_text: str = "", memory_in_system: bool = False) -> None:
         self.turn += 1
         turns = self.reference_turns
         self.pending = list(turns[self.turn]) if self.turn < len(turns) else []

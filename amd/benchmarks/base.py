@@ -99,7 +99,9 @@ class Episode(Protocol):
         """The benchmark's own verdict on the finished episode."""
 
     # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`; `caps_turns` (False where the benchmark's
-    # harness caps only the task's steps, not each turn's); `close()` frees what the episode holds.
+    # harness caps only the task's steps, not each turn's); `official_turns` (see below); `official_tools` (the
+    # tools exactly as the benchmark's official harness sends them, for prompting `official`); `close()` frees
+    # what the episode holds.
 
 
 class Benchmark(Protocol):
@@ -155,6 +157,13 @@ def action_format(episode) -> str:
 def caps_turns(episode) -> bool:
     """Whether the per-turn step cap applies (BFCL's harness has one; a one-turn code world caps only the task)."""
     return getattr(episode, "caps_turns", True)
+
+
+def official_turns(episode) -> bool:
+    """Whether the episode follows its official harness's turn loop (BFCL's `harness=official`): the per-turn cap
+    counts executed steps, with the closing reply on top of them; there is no task cap; and a reply whose calls
+    cannot all be decoded ends the turn unexecuted."""
+    return getattr(episode, "official_turns", False)
 
 
 def close_episode(episode) -> None:
