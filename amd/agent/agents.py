@@ -8,8 +8,9 @@ students. Agents are registered in `amd.registry` (AGENTS).
 import json
 
 from amd.agent.base import AgentReply
+from amd.agent.history import trimmed
 from amd.agent.json_steps import read_step, step_format
-from amd.agent.parsing import parse_code_reply, parse_reply
+from amd.agent.parsing import parse_code_reply, parse_first_code_block, parse_reply
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, action_format
 from amd.errors import AmdError
 from amd.prompts import load_prompt
@@ -31,14 +32,19 @@ class ModelAgent:
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
         code_guide = episode.guide if action_format(episode) == CODE else None
-        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None))
+        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
+                   first_code_block=getattr(episode, "first_code_block", False),
+                   history_chars=getattr(episode, "history_chars", None))
 
     def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None,
-                 official_tools: list[dict] | None = None):
+                 official_tools: list[dict] | None = None, first_code_block: bool = False,
+                 history_chars: int | None = None):
         self.model = model
         self.benchmark_system = benchmark_system  # the benchmark's own instructions, after ours
         self.code_guide = code_guide  # None: tool calls
         self.official_tools = official_tools  # the tools as the official harness sends them (prompting official)
+        self.first_code_block = first_code_block  # code: run only a reply's first block (the ACE harness)
+        self.history_chars = history_chars  # code: trim what is sent to this many characters (amd.agent.history)
         self.messages: list[dict] = []
         self.tools: list[dict] = []
         self._step = 0
@@ -110,19 +116,23 @@ class ModelAgent:
     def act(self) -> AgentReply:
         json_steps = self._response_format is not None
         native = self.model.native_tools and not json_steps
-        reply = self.model.chat(self.messages, self.tools if native else None, response_format=self._response_format)
+        messages = trimmed(self.messages, self.history_chars, head=2) if self.history_chars else self.messages
+        reply = self.model.chat(messages, self.tools if native else None, response_format=self._response_format)
         result = AgentReply(text=reply.text, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens,
                             cached_prompt_tokens=reply.cached_prompt_tokens, cached=reply.cached,
                             requests=reply.requests, error=reply.error, finish_reason=reply.finish_reason)
         if reply.error is None:
-            if self.code_guide is not None:
+            kept = reply.text
+            if self.code_guide is not None and self.first_code_block:
+                result.proposals, kept = parse_first_code_block(reply.text)
+            elif self.code_guide is not None:
                 result.proposals = parse_code_reply(reply.text)
             elif json_steps:  # an answer object ends the turn with its answer as the reply text
                 result.proposals, result.text = read_step(reply.text)
             else:
                 result.proposals = parse_reply(reply.text, reply.tool_calls)
-            self._remember_reply(reply.text, result.proposals, reply.tool_calls)
+            self._remember_reply(kept, result.proposals, reply.tool_calls)
         return result
 
     def observe(self, proposals: list[Proposal], outcome: StepOutcome, hint: str = "") -> None:

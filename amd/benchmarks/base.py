@@ -98,10 +98,11 @@ class Episode(Protocol):
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
 
-    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`; `caps_turns` (False where the benchmark's
-    # harness caps only the task's steps, not each turn's); `official_turns` (see below); `official_tools` (the
-    # tools exactly as the benchmark's official harness sends them, for prompting `official`); `close()` frees
-    # what the episode holds.
+    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`, `first_code_block` (run only a reply's
+    # first block) and `history_chars` (trim what is sent to the model to this many characters); `caps_turns`
+    # (False where the benchmark's harness caps only the task's steps, not each turn's); `official_turns` (see
+    # below); `official_tools` (the tools exactly as the benchmark's official harness sends them, for prompting
+    # `official`); `close()` frees what the episode holds.
 
 
 class Benchmark(Protocol):

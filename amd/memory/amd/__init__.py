@@ -6,14 +6,14 @@ the run option `online` grows the bank with the student's own successes during a
 from collections import Counter
 
 from amd.errors import AmdError
-from amd.memory.amd.entries import build_entries, successful
+from amd.memory.amd.entries import BuildSettings, build_entries, successful
 from amd.memory.amd.render import check_representation, parse_representation
 from amd.memory.amd.retrieval import AmdHooks, flag
 from amd.memory.bank import BankContents
 from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
 
-BUILD_OPTIONS = ("representation",)
-AUDIT_KEYS = ("insights_repaired", "insights_rejected", "values_replaced", "writer_fallbacks")
+BUILD_OPTIONS = ("representation", "prompts", "insights", "observation_chars")  # entries.BuildSettings: the others
+AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
 
 
 class AmdMemory:
@@ -28,14 +28,16 @@ class AmdMemory:
             raise AmdError(f"memory method amd has no build option {sorted(unknown)}; options: "
                            f"{', '.join(BUILD_OPTIONS)}")
         representation = check_representation(parse_representation(context.options.get("representation", "")))
+        settings = BuildSettings.from_options(context.options)
         used = successful(records)
-        results = context.map(
-            lambda record: build_entries(record, context.benchmark(record["benchmark"]), context.writer.chat), used)
+        results = context.map(lambda record: build_entries(record, context.benchmark(record["benchmark"]),
+                                                           context.writer.chat, settings=settings), used)
         entries = {t.name: [entry for result in results for entry in getattr(result, t.name)] for t in AMD_TYPES}
         audit = sum((result.audit for result in results), Counter())
         return BankContents(
             entries=entries, embedded={t.name: t.embedded for t in AMD_TYPES},
             manifest={"representation": {"stored": list(REPRESENTATIONS), "default": representation},
+                      **({"build_settings": settings.describe()} if settings != BuildSettings() else {}),
                       "successful_task_ids": sorted(record["task_id"] for record in used),
                       "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}})
 
