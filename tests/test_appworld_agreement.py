@@ -58,18 +58,28 @@ def own_verdicts(venv, root) -> dict:  # noqa: F811 - venv, root: the fixtures' 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def amd_verdicts(root, tmp_path, **options) -> dict:  # noqa: F811
+def amd_records(root, tmp_path, **options) -> dict:  # noqa: F811
     benchmark = AppWorld(root=str(root), **options)
     try:
         records = run(benchmark, coder(PLANS), benchmark.task_ids(), tmp_path / f"{len(options)}.jsonl")
     finally:
         benchmark.close()
-    return {record["task_id"]: record["success"] for record in records}
+    return {record["task_id"]: record for record in records}
 
 
 def test_amds_verdicts_equal_appworlds_own_evaluation_under_each_harness(venv, root, tmp_path):  # noqa: F811
-    ours = {"all": amd_verdicts(root, tmp_path), "first": amd_verdicts(root, tmp_path, harness="paper")}
+    default = amd_records(root, tmp_path)
+    paper = amd_records(root, tmp_path, harness="paper", output_chars="60")  # short enough to cut a traceback
+    ours = {blocks: {task: record["success"] for task, record in records.items()}
+            for blocks, records in (("all", default), ("first", paper))}
     theirs = own_verdicts(venv, root)
     assert ours == theirs
     assert theirs["first"] == {"b41a9ce_1": True, "b41a9ce_2": True, "5e9d0f1_1": True, "5e9d0f1_2": False}
     assert theirs["all"]["5e9d0f1_1"] is False  # the second transfer ran too: the two rules give other verdicts
+    paid = [turn["steps"][0]["code"] for turn in (default["5e9d0f1_1"]["turns"][0], paper["5e9d0f1_1"]["turns"][0])]
+    assert paid[0].count("create_transaction") == 2 and paid[1].count("create_transaction") == 1
+    name_error = paper["b41a9ce_1"]["turns"][0]["steps"][0]["observations"][0]
+    assert len(name_error.split("\n[")[0]) == 60 and name_error.endswith("more characters not shown]")
+    assert paper["b41a9ce_1"]["data_version"]["harness"] == {
+        "guide": "paper", "code_blocks": "first", "output_chars": 60, "history_chars": 50_000, "step_cap": "scored"}
+    assert "harness" not in default["b41a9ce_1"]["data_version"]
