@@ -32,9 +32,11 @@ class ModelAgent:
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
         code_guide = episode.guide if action_format(episode) == CODE else None
-        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
-                   first_code_block=getattr(episode, "first_code_block", False),
-                   history_chars=getattr(episode, "history_chars", None))
+        agent = cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
+                    first_code_block=getattr(episode, "first_code_block", False),
+                    history_chars=getattr(episode, "history_chars", None))
+        agent.official_history = getattr(episode, "official_history", {})
+        return agent
 
     def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None,
                  official_tools: list[dict] | None = None, first_code_block: bool = False,
@@ -51,6 +53,10 @@ class ModelAgent:
         self._last_native = False
         self._response_format = None  # prompting json: the constraint of every step
         self._system = ""  # the system prompt without memory
+        # prompting official: how the benchmark's own harness writes the history it sends back (`null_content`: an
+        # assistant message with tool calls has content null, as the server sent it, not ""; `tool_names`: each
+        # tool message names its function)
+        self.official_history: dict = {}
         self._memory = {"start": "", "turn": "", "first": False}
 
     def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
@@ -143,8 +149,12 @@ class ModelAgent:
             output = "\n\n".join(observations)
             self.messages.append({"role": "user", "content": load_prompt("observation_code").format(output=output)})
         elif self._last_native:
+            named = self.model.params["prompting"] == OFFICIAL and self.official_history.get("tool_names")
             for index, observation in enumerate(observations):
-                self.messages.append({"role": "tool", "tool_call_id": self._call_id(index), "content": observation})
+                message = {"role": "tool", "tool_call_id": self._call_id(index), "content": observation}
+                if named and index < len(proposals):
+                    message["name"] = proposals[index].name
+                self.messages.append(message)
         else:
             lines = [f"{p.source} -> {obs}" for p, obs in zip(proposals, observations)]
             results = "\n".join(lines)
@@ -157,10 +167,10 @@ class ModelAgent:
     def _remember_reply(self, text: str, proposals: list[Proposal], tool_calls: list[dict]) -> None:
         self._step += 1
         self._last_native = native = bool(tool_calls)
-        # The official harnesses send the server's own message back: its content null beside tool calls, the
-        # arguments as the model wrote them.
+        # The official harnesses send back the arguments as the model wrote them.
         official = self.model.params["prompting"] == OFFICIAL
-        message = {"role": "assistant", "content": None if official and native and not text else text}
+        null = official and native and not text and self.official_history.get("null_content")
+        message = {"role": "assistant", "content": None if null else text}
         if native:
             message["tool_calls"] = [
                 {"id": self._call_id(i), "type": "function",

@@ -102,7 +102,9 @@ class Episode(Protocol):
     # first block) and `history_chars` (trim what is sent to the model to this many characters); `caps_turns`
     # (False where the benchmark's harness caps only the task's steps, not each turn's); `official_turns` (see
     # below); `official_tools` (the tools exactly as the benchmark's official harness sends them, for prompting
-    # `official`); `close()` frees what the episode holds.
+    # `official`) and `official_history` (how that harness writes the history back: {"null_content": True} for an
+    # assistant message's content null beside tool calls, {"tool_names": True} for tool messages that name their
+    # function); `close()` frees what the episode holds.
 
 
 class Benchmark(Protocol):

@@ -151,6 +151,7 @@ class BfclEpisode:
                  official_turns: bool = False):
         self.task_id = entry["id"]
         self.official_turns = official_turns
+        self.official_history = {"null_content": True}  # bfcl-eval's OpenAI handler sends the server's message back
         self._entry = entry
         self._ground_truth = ground_truth
         self._user_turns = ["\n\n".join(message["content"] for message in turn) for turn in entry["question"]]
