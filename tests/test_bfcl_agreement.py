@@ -25,6 +25,7 @@ from scripted_server import ScriptedServer, ToolCalls
 from amd.benchmarks.bfcl import _dataset, _import_bfcl
 from amd.benchmarks.bfcl_calls import parse_call
 from amd.cli import main
+from amd.score import recheck
 
 TASKS = [f"multi_turn_base_{i}" for i in range(0, 200, 8)]  # 25 tasks, every class of the set
 BEHAVIOURS = ["solve", "parallel", "skip_last_turn", "drop_first_call", "loop_last_turn", "loop_first_turn",
@@ -156,7 +157,7 @@ def both(official_harness, tmp_path_factory):
         amd = run_amd(server, where / "official.jsonl", "--benchmark-option", "harness=official")
         default = run_amd(server, where / "default.jsonl")
     monkeypatch.undo()
-    yield {"official": official, "amd": amd, "default": default}
+    yield {"official": official, "amd": amd, "default": default, "runs": where}
 
 
 def test_the_same_verdicts_on_25_tasks_and_both_kinds_occur(both):
@@ -204,3 +205,12 @@ def test_the_sampling_fields_are_the_only_other_part_of_the_body_that_differs(bo
     theirs, ours = official[TASKS[0]][0], amd[TASKS[0]][0]
     assert set(theirs) - {"messages", "tools"} == {"model", "temperature", "store"}
     assert set(ours) - {"messages", "tools"} == {"model", "temperature", "max_tokens", "seed"}
+
+
+def test_a_recheck_agrees_with_every_stored_verdict_of_either_loop(both):
+    official_run = both["runs"] / "official.jsonl"
+    records = [json.loads(line) for line in official_run.read_text().splitlines()]
+    cut_and_solved = [r for r in records if r["status"] == "step_limit" and r["success"]]
+    assert {r["task_id"] for r in cut_and_solved} == {t for t in TASKS if behaviour(t) == "loop_last_turn"}
+    assert all(r["data_version"]["harness"] == "official" for r in records)
+    assert recheck(official_run) == [] and recheck(both["runs"] / "default.jsonl") == []

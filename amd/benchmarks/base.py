@@ -149,6 +149,10 @@ class BenchmarkDefaults:
     def rescore(self, record: dict) -> bool:
         raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")
 
+    def record_step_limit_scored(self, record: dict) -> bool:
+        """`step_limit_scored` for a stored record (a benchmark whose harness option changes it says so here)."""
+        return self.step_limit_scored
+
     def close(self) -> None:
         pass
 

@@ -137,6 +137,11 @@ class BfclMultiTurn(BenchmarkDefaults):
         """The official checker's verdict on a stored trajectory's decoded_calls."""
         return bool(rescore(record).get("valid"))
 
+    def record_step_limit_scored(self, record: dict) -> bool:
+        """A run of bfcl-eval's own loop scores a task force-quit in its last turn (every turn was reached)."""
+        official = (record.get("data_version") or {}).get("harness") == "official"
+        return official and len(record.get("turns", [])) == len(self._entry(record["task_id"])["question"])
+
     def _entry(self, task_id: str) -> dict:
         if not isinstance(task_id, str):
             raise AmdError(f"BFCL task id must be a string, got {task_id!r}")
