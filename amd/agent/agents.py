@@ -32,19 +32,21 @@ class ModelAgent:
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
         code_guide = episode.guide if action_format(episode) == CODE else None
-        agent = cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
-                    first_code_block=getattr(episode, "first_code_block", False),
-                    history_chars=getattr(episode, "history_chars", None))
-        agent.official_history = getattr(episode, "official_history", {})
-        return agent
+        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
+                   getattr(episode, "official_history", None), first_code_block=getattr(episode, "first_code_block", False),
+                   history_chars=getattr(episode, "history_chars", None))
 
     def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None,
-                 official_tools: list[dict] | None = None, first_code_block: bool = False,
-                 history_chars: int | None = None):
+                 official_tools: list[dict] | None = None, official_history: dict | None = None,
+                 first_code_block: bool = False, history_chars: int | None = None):
         self.model = model
         self.benchmark_system = benchmark_system  # the benchmark's own instructions, after ours
         self.code_guide = code_guide  # None: tool calls
-        self.official_tools = official_tools  # the tools as the official harness sends them (prompting official)
+        # prompting official: the tools as the official harness sends them, and how it writes the history it sends
+        # back (`null_content`: an assistant message with tool calls has content null, as the server sent it, not
+        # ""; `tool_names`: each tool message names its function)
+        self.official_tools = official_tools
+        self.official_history = official_history or {}
         self.first_code_block = first_code_block  # code: run only a reply's first block (the ACE harness)
         self.history_chars = history_chars  # code: trim what is sent to this many characters (amd.agent.history)
         self.messages: list[dict] = []
@@ -53,10 +55,6 @@ class ModelAgent:
         self._last_native = False
         self._response_format = None  # prompting json: the constraint of every step
         self._system = ""  # the system prompt without memory
-        # prompting official: how the benchmark's own harness writes the history it sends back (`null_content`: an
-        # assistant message with tool calls has content null, as the server sent it, not ""; `tool_names`: each
-        # tool message names its function)
-        self.official_history: dict = {}
         self._memory = {"start": "", "turn": "", "first": False}
 
     def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
