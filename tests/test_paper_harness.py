@@ -189,6 +189,8 @@ def test_build_settings_are_checked_and_recorded_in_the_manifest(tmp_path):
     manifest = build_bank([path], "amd", "rules", "hash:64", tmp_path / "bank",
                           options={"insights": "trim", "observation_chars": "500"})
     assert manifest["build_settings"] == "prompts=generic,insights=trim,observation_chars=500"
+    # what an online run reads back, to distil the student's successes the way the bank was built
+    assert BuildSettings.described(manifest["build_settings"]) == BuildSettings(insights="trim", observation_chars=500)
     assert "build_settings" not in build_bank([path], "amd", "rules", "hash:64", tmp_path / "plain")
 
 

@@ -57,6 +57,11 @@ class BuildSettings:
         """One string (a pooled bank's members must then agree on it rather than sum its numbers)."""
         return ",".join(f"{key}={value}" for key, value in vars(self).items())
 
+    @classmethod
+    def described(cls, text: str | None) -> "BuildSettings":
+        """The settings `describe` wrote (a bank's manifest), the defaults for None (a bank built without any)."""
+        return cls.from_options(dict(item.split("=", 1) for item in text.split(","))) if text else cls()
+
     def prompt(self, name: str, benchmark) -> str:
         return benchmark_prompt(name, getattr(benchmark, "name", None)) if self.prompts == "benchmark" else name
 
