@@ -17,7 +17,18 @@ import sys
 
 from amd.errors import AmdError
 from amd.registry import AGENTS, BENCHMARKS
-from amd.vocabulary import PROMPTING, PROTOCOLS, SELF_EXCLUDED, ZERO_SHOT, memory_configs, memory_type
+from amd.vocabulary import (
+    PREFER_TEACHER,
+    PROMPTING,
+    PROTOCOLS,
+    SELF_EXCLUDED,
+    ZERO_SHOT,
+    memory_configs,
+    memory_type,
+    memory_types,
+    method_specs,
+    option_flags,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,16 +103,19 @@ def add_run_arguments(run) -> None:
     run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
     run.add_argument("--memory-config", default=ZERO_SHOT, help=", ".join(memory_configs()))
     run.add_argument("--protocol", default=SELF_EXCLUDED, help=", ".join(PROTOCOLS) + f" (default {SELF_EXCLUDED})")
-    run.add_argument("--k", help="top-k per memory type, e.g. wf=1,st=1,fn=1")
-    run.add_argument("--delta", help="minimum similarity per memory type, e.g. wf=0.3,st=0.45")
+    types = list(memory_types().values())[:3]
+    run.add_argument("--k", help="top-k per memory type, e.g. " + ",".join(f"{t.code}=1" for t in types))
+    run.add_argument("--delta", help="minimum similarity per memory type, e.g. " + ",".join(
+        f"{t.code}={t.default_delta}" for t in types if t.default_delta is not None))
     run.add_argument("--split-seed", type=int, default=0, help="seed of the cross_split 7:3 split")
     run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
-                     help="a run option of the memory method, e.g. per_turn=true (amd: retrieve subtask memory "
-                          "by each user turn) or representation=st=prose; with any method over a bank pooled "
-                          "from several teachers (amd memory pool), prefer_teacher=NAME")
-    run.add_argument("--online", action="store_true",
-                     help="online memory (amd): the bank grows with the student's successes during the run, tasks "
-                          "run one at a time in task order (= --memory-option online=true)")
+                     help="a run option of the memory method (" + "; ".join(
+                         f"{spec.name}: {', '.join(spec.run_options)}" for spec in method_specs() if spec.run_options)
+                     + f"); with any method over a bank pooled from several teachers (amd memory pool), "
+                       f"{PREFER_TEACHER}=NAME")
+    for flag, (name, option) in option_flags().items():
+        run.add_argument(flag, dest="memory_option", action="append_const", const=f"{name}=true",
+                         help=f"{option.help} (= --memory-option {name}=true)")
     run.add_argument("--no-progress", action="store_true")
 
 
@@ -138,7 +152,7 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         if not sep:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. wf=1")
+            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. {next(iter(memory_types()))}=1")
         try:
             type_name = memory_type(name.strip()).name
         except AmdError as error:

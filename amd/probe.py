@@ -4,7 +4,7 @@ student.
 A probe run is an ordinary `amd run` (same runner, same trajectory records, same leakage protocols) of the student
 with one teacher's memory, on a small fixed probe set of the tasks: `--probe-size N` drawn by `--probe-seed`, or a
 fixed `--tasks` list. Probe runs with each teacher's bank are ranked, and checked against the full grid where it
-has run, by the `probe_fit` table (amd.analysis.tables).
+has run, by the `probe_fit` table (amd.analysis.teachers).
 """
 
 import hashlib

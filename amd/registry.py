@@ -2,15 +2,19 @@
 nothing and an unused plug-in costs nothing. A misspelt name gets "did you mean".
 
 To add a benchmark, a memory method, an agent, an embedder or an output (table or figure), write its module and
-add one line here. A memory method's line also declares its memory types and its named memory configs
-(`amd.vocabulary`), so the command line, the config schema and the workflow know them without importing it.
+add one line here, or let an installed package declare it under the registry's entry point group (below, e.g.
+`amd.memory_methods`), so that a plug-in can live outside this tree. A memory method's entry is its spec
+(`amd.spec.MethodSpec`, a small module beside the method): its types, configs, options and tables, read without
+importing the method.
 """
 
 import importlib
+import importlib.metadata
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from amd.errors import AmdError, did_you_mean
-from amd.vocabulary import AMD_CONFIGS, AMD_ONLINE, AMD_TYPES, AMD_VARIANTS, MemoryType
 
 
 @dataclass(frozen=True)
@@ -22,9 +26,15 @@ class Entry:
 
 
 class Registry:
-    def __init__(self, kind: str):
-        self.kind = kind
+    """Entries added here, then, on first listing, those of installed packages' entry points (`groups`: entry point
+    group -> the meta its entries get) and of any `sources` (functions that yield (name, target, meta), e.g. the
+    tables memory methods declare)."""
+
+    def __init__(self, kind: str, groups: dict[str, dict] | None = None):
+        self.kind, self.groups = kind, groups or {}
         self._entries: dict[str, Entry] = {}
+        self._sources: list[Callable[[], Iterable[tuple[str, str, dict]]]] = []
+        self._discovered = not self.groups
 
     def add(self, name: str, target: str | None = None, *, unavailable: str | None = None, **meta) -> None:
         if name in self._entries:
@@ -33,28 +43,51 @@ class Registry:
             raise AmdError(f"{self.kind} {name!r}: give either a target or the reason it is unavailable")
         self._entries[name] = Entry(name, target, unavailable, meta)
 
+    def add_source(self, source: Callable[[], Iterable[tuple[str, str, dict]]]) -> None:
+        self._sources.append(source)
+        self._discovered = False
+
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        found = [(point.name, point.value, meta) for group, meta in self.groups.items()
+                 for point in importlib.metadata.entry_points(group=group)]
+        for source in self._sources:
+            found += list(source())
+        for name, target, meta in found:
+            self.add(name, target, **meta)
+
     def names(self) -> list[str]:
+        self._discover()
         return list(self._entries)
 
     def entries(self) -> list[Entry]:
+        self._discover()
         return list(self._entries.values())
 
     def entry(self, name: str) -> Entry:
+        self._discover()
         if name not in self._entries:
             raise AmdError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)}; "
                            f"known: {', '.join(self._entries)}")
         return self._entries[name]
 
     def load(self, name: str):
-        """The registered object (class or function), imported on first use."""
+        """The registered object (class, function or spec), imported on first use."""
         entry = self.entry(name)
         if entry.target is None:
             raise AmdError(f"{self.kind} {name!r} is declared but cannot run here: {entry.unavailable}")
-        module, _, attr = entry.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load_target(entry.target)
 
 
-BENCHMARKS = Registry("benchmark")
+def load_target(target: str):
+    """The object a "module:attr" string names."""
+    module, _, attr = target.partition(":")
+    return getattr(sys.modules.get(module) or importlib.import_module(module), attr)
+
+
+BENCHMARKS = Registry("benchmark", groups={"amd.benchmarks": {}})
 BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
 # meta `setup`: a make target that prepares what the benchmark needs beside amd's environment (the workflow runs it
 # before the benchmark's first job).
@@ -69,34 +102,14 @@ AGENTS = Registry("agent")
 AGENTS.add("model", "amd.agent.agents:ModelAgent")
 AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 
-# meta: types (MemoryType, ...) and configs {config name: (type code, ...) or {"types": (...), "options": {...}}}
-# (a config with options is a variant of its method, e.g. {"options": {"fn_gate": "repeat"}}); `zero_shot` is
-# built in. AMD's variants beyond the paper include online memory (amd.memory.amd.online): the bank grows with the
-# student's own successes during the run, entries that keep failing lose rank; tasks run one at a time in task order.
-MEMORY_METHODS = Registry("memory method")
-MEMORY_METHODS.add("amd", "amd.memory.amd:AmdMemory", types=AMD_TYPES,
-                   configs=AMD_CONFIGS | AMD_VARIANTS | AMD_ONLINE)
-# The paper's Table 1 baselines, built from every teacher trajectory (successes and failures, as the AMD authors'
-# release builds them); k as in that release, no δ (it has none). meta `released_for`: the benchmarks for which that
-# release holds the method's code (for ToolSandbox and BFCL it has run and build scripts whose modules are missing,
-# so there our settings are carried over: a reconstruction); `reconstructed`: what is ours on every benchmark.
-# Both go into the note of table1_main.
-MEMORY_METHODS.add("reasoningbank", "amd.memory.reasoningbank:ReasoningBank",
-                   types=(MemoryType("rb", "reasoning", embedded="query", lookup="vector", default_k=3,
-                                     default_delta=None),),
-                   configs={"reasoningbank": ("rb",)}, released_for=("appworld",),
-                   reconstructed="our prompts and rules writer after the original's extraction prompts")
-MEMORY_METHODS.add("memp", "amd.memory.memp:Memp",
-                   types=(MemoryType("memp", "procedure", embedded="key", lookup="avefact", default_k=3,
-                                     default_delta=None),),
-                   configs={"memp": ("memp",)}, released_for=("appworld",),
-                   reconstructed="our prompts and rules writer after the release's keyword and script prompts")
-MEMORY_METHODS.add("sasm", "amd.memory.sasm:Sasm",
-                   types=(MemoryType("sasm", "stage", embedded="description", lookup="stage-gated vector",
-                                     default_k=1, default_delta=None),),
-                   configs={"sasm": ("sasm",)}, released_for=("appworld",),
-                   reconstructed="no official code; the release's AppWorld stages (explore, authenticate, query, "
-                   "execute, verify) used for every benchmark, upfront variant only")
+# Each entry is the method's spec (amd.spec.MethodSpec): its memory types, named configs (a config with options is a
+# variant of its method), build and run options, its tables; `zero_shot` is built in.
+MEMORY_METHODS = Registry("memory method", groups={"amd.memory_methods": {}})
+MEMORY_METHODS.add("amd", "amd.memory.amd.spec:SPEC")
+# The paper's Table 1 baselines (their specs say where the AMD authors' release has their code).
+MEMORY_METHODS.add("reasoningbank", "amd.memory.baseline_specs:REASONINGBANK")
+MEMORY_METHODS.add("memp", "amd.memory.baseline_specs:MEMP")
+MEMORY_METHODS.add("sasm", "amd.memory.baseline_specs:SASM")
 
 # Who writes memory: `rules` (deterministic, model-free) or any model spec (amd.llm.specs).
 WRITERS = Registry("memory writer")
@@ -109,26 +122,30 @@ EMBEDDERS.add("local", "amd.memory.embed:LocalMiniLM", example="local:all-minilm
 EMBEDDERS.add("openai", "amd.memory.embed:OpenAIEmbedder", example="openai:text-embedding-3-small")
 EMBEDDERS.add("hash", "amd.memory.embed:HashEmbedder", example="hash:DIM (tests only)")
 
-# Tables and figures of `amd table` / `amd figure` and of the workflow's `outputs`.
-OUTPUTS = Registry("output")
-for _table in ("table1_main", "table2_ablation", "table3_teacher", "table4_representation", "table5_repeats",
-               "table6_protocols"):
+# Tables and figures of `amd table` / `amd figure` and of the workflow's `outputs`; a memory method's own tables come
+# from its spec (meta `method`); installed packages add tables and figures under `amd.tables` and `amd.figures`.
+OUTPUTS = Registry("output", groups={"amd.tables": {"kind": "table"}, "amd.figures": {"kind": "figure"}})
+for _table in ("table1_main", "table2_ablation", "table3_teacher", "table5_repeats", "table6_protocols"):
     OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
-OUTPUTS.add("paired_tasks", "amd.analysis.tables:paired_tasks", kind="table")
-OUTPUTS.add("security_pairs", "amd.analysis.tables:security_pairs", kind="table")
-# Beyond the paper: AMD's config variants against their plain config (checked decomposition; gated and compressed
-# function memory).
-OUTPUTS.add("decomposition_check", "amd.analysis.tables:decomposition_check", kind="table")
-OUTPUTS.add("function_gating", "amd.analysis.tables:function_gating", kind="table")
+OUTPUTS.add("paired_tasks", "amd.analysis.paired:paired_tasks", kind="table")
+OUTPUTS.add("security_pairs", "amd.analysis.paired:security_pairs", kind="table")
 # Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
-OUTPUTS.add("table_multi_teacher", "amd.analysis.tables:table_multi_teacher", kind="table")
+OUTPUTS.add("table_multi_teacher", "amd.analysis.teachers:table_multi_teacher", kind="table")
 # Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
-OUTPUTS.add("probe_fit", "amd.analysis.tables:probe_fit", kind="table")
-# Online memory against the same bank frozen, on the same tasks, paired, with a sign test.
-OUTPUTS.add("online_vs_frozen", "amd.analysis.tables:online_vs_frozen", kind="table")
+OUTPUTS.add("probe_fit", "amd.analysis.teachers:probe_fit", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
+
+
+def _method_tables():
+    for entry in MEMORY_METHODS.entries():
+        spec = MEMORY_METHODS.load(entry.name)
+        for name, target in spec.tables.items():
+            yield name, target, {"kind": "table", "method": spec.name}
+
+
+OUTPUTS.add_source(_method_tables)
 
 
 def create_benchmark(name: str, **options):

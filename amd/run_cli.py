@@ -10,7 +10,7 @@ from amd.agent.loop import Limits
 from amd.errors import AmdError, did_you_mean
 from amd.registry import AGENTS, create_benchmark
 from amd.runner import RunSpec, run_tasks
-from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT
+from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT, option_flags
 
 log = logging.getLogger("amd.run")
 
@@ -76,15 +76,16 @@ def _check_positive(args) -> None:
 
 def _memory(args, k: dict, delta: dict):
     if args.memory_config == ZERO_SHOT:
-        if args.memory or args.online:
-            raise AmdError("--memory-config zero_shot takes no --memory bank and no --online")
+        if args.memory or args.memory_option:
+            raise AmdError(f"--memory-config {ZERO_SHOT} takes no --memory bank and no memory option "
+                           f"({', '.join(['--memory-option', *option_flags()])})")
         return None, {"config": ZERO_SHOT, "bank": None}
     if not args.memory:
         raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
     from amd.memory.cli import parse_options
     from amd.memory.method import open_memory
 
-    options = parse_options(args.memory_option, "--memory-option") | ({"online": "true"} if args.online else {})
+    options = parse_options(args.memory_option, "--memory-option")
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
                         split_seed=args.split_seed, options=options)
     return hooks, hooks.describe()

@@ -1,7 +1,7 @@
 """The trajectory record: one JSON object per task, one JSONL file per run.
 
-The schema itself, with every field described, is `amd/trajectory.schema.json`; this module reads, validates
-and writes it. Writes are durable (flush + fsync per record) so a crash never loses a finished task.
+The schema itself, with every field described, is `amd/trajectory.schema.json`, completed with the fields memory
+methods add to it (their specs' `record_fields`); this module reads, validates and writes it. Writes are durable (flush + fsync per record) so a crash never loses a finished task.
 """
 
 import json
@@ -19,8 +19,23 @@ SCHEMA_NAME = "amd.trajectory/1"
 
 @lru_cache(maxsize=1)
 def _validator():
+    return jsonschema.Draft202012Validator(trajectory_schema())
+
+
+def trajectory_schema() -> dict:
+    """The trajectory schema with what each registered memory method adds to the memory setting and to injection
+    records."""
+    from amd.vocabulary import method_specs
+
     schema = json.loads((Path(__file__).parent / "trajectory.schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
+    places = {"memory": schema["properties"]["memory"], "injection": schema["$defs"]["injection"]}
+    for spec in method_specs():
+        for place, fields in spec.record_fields.items():
+            for name, field in fields.items():
+                known = places[place]["properties"]
+                if known.setdefault(name, field) != field:
+                    raise AmdError(f"memory method {spec.name}: trajectory field {place}.{name} is declared twice")
+    return schema
 
 
 def validate(record: dict, where: str = "record") -> dict:

@@ -16,13 +16,7 @@ class AgentInfo(TypedDict):
     params: NotRequired[dict]
 
 
-class OnlineInfo(TypedDict):
-    writer: str  # who distils the student's successes: rules, student or a model spec
-    dedup: float  # cosine at or above which a new entry is a near-duplicate
-    decay: float  # rank lost per net failure
-
-
-class MemoryInfo(TypedDict):
+class MemoryInfo(TypedDict):  # plus the method's own run options and the fields its spec adds (record_fields)
     config: str
     method: NotRequired[str]
     bank: NotRequired[str | None]
@@ -30,19 +24,16 @@ class MemoryInfo(TypedDict):
     protocol: NotRequired[str | None]
     k: NotRequired[dict]
     delta: NotRequired[dict]
-    online: NotRequired[OnlineInfo]  # online memory only
     pool: NotRequired[dict]  # a bank pooled from several teachers (amd.memory.pool)
 
 
-class InjectionRecord(TypedDict):
+class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (record_fields)
     type: str  # a memory type's name (amd.vocabulary)
     entry_id: str
     source_task_id: str  # the leakage audit
     source_teacher: NotRequired[str]  # a pooled bank's entry: whose trajectory it came from
     similarity: NotRequired[float | None]
     query: NotRequired[str]
-    online: NotRequired[bool]  # online memory only: added during this run
-    rank_penalty: NotRequired[float]  # online memory only: rank below the cosine after failures
 
 
 class Call(TypedDict):

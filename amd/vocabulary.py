@@ -1,25 +1,17 @@
-"""The words every layer shares, defined once: memory types, memory configs, protocols, tables and figures.
+"""The words every layer shares, defined once: memory types, memory configs and options (from the registered
+methods' specs), protocols, tables and figures.
 
-AMD's own memory types and configs are defined here; a memory method registered in `amd.registry` brings its
-types and configs in its registry entry, and the functions below collect them. The command line, the config
-schema (`amd.workflow.config`), the Snakemake rules and the analysis all take their choices from this module.
+A memory method brings its types, configs and options in its spec (`amd.spec.MethodSpec`, registered in
+`amd.registry`); the functions below collect them. The command line, the config schema (`amd.workflow.config`), the
+Snakemake rules and the analysis take their choices from this module, and none of them names a method's words.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from amd.errors import AmdError, did_you_mean
-
-
-@dataclass(frozen=True)
-class MemoryType:
-    code: str  # short name in flags, config keys and result paths: --k wf=1, k_wf1_st1
-    name: str  # the name entries and injection records carry: "workflow"
-    embedded: str  # the entry field whose embedding is stored (and searched, unless looked up by name)
-    lookup: str  # "vector": top-k by cosine to a query; "name": the records of a failing function, ranked by cosine
-    default_k: int
-    default_delta: float | None  # minimum cosine of a vector search; None: no threshold
-    representations: tuple[str, ...] = ()  # renderings the method offers (paper Table 4); () when it has one
-    default_representation: str | None = None
+from amd.registry import MEMORY_METHODS, OUTPUTS
+from amd.spec import MemoryType, MethodSpec, Option, Setting
 
 
 @dataclass(frozen=True)
@@ -30,36 +22,12 @@ class MemoryConfig:
     # Run options this config stands for (a variant of its method, e.g. gated function memory); options given
     # for a run (amd run --memory-option, the workflow's memory_options) override them.
     options: tuple[tuple[str, str], ...] = ()
+    after: str | None = None  # the config of the same cell whose run goes first (the method's spec says)
 
 
 ZERO_SHOT = "zero_shot"
-REPRESENTATIONS = ("prose", "code")
-
-# The paper's three memories (Section 3.2). δ: the authors' values for text-embedding-3-small (their release).
-WORKFLOW = MemoryType("wf", "workflow", embedded="query", lookup="vector", default_k=1, default_delta=0.30,
-                      representations=REPRESENTATIONS, default_representation="prose")
-SUBTASK = MemoryType("st", "subtask", embedded="description", lookup="vector", default_k=1, default_delta=0.45,
-                     representations=REPRESENTATIONS, default_representation="code")
-FUNCTION = MemoryType("fn", "function", embedded="reasoning", lookup="name", default_k=1, default_delta=None,
-                      representations=REPRESENTATIONS, default_representation="code")
-AMD_TYPES = (WORKFLOW, SUBTASK, FUNCTION)
-AMD_CONFIGS = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": ("wf", "st", "fn"), "wf_fn": ("wf", "fn"),
-               "st_only": ("st",), "fn_only": ("fn",)}
-AMD_FULL = "wf_st_fn"  # the paper's AMD row
-# Beyond the paper: variants of the full config (run options of amd.memory.amd.retrieval). Checked decomposition:
-# 5 sampled decompositions merged by agreement; gated function memory: hints from a function's second error on;
-# compressed function memory: one line per function.
-AMD_VARIANTS = {
-    "wf_st_fn_checked": {"types": ("wf", "st", "fn"), "options": {"decompose_samples": 5}},
-    "wf_st_fn_gated": {"types": ("wf", "st", "fn"), "options": {"fn_gate": "repeat"}},
-    "wf_st_fn_signature": {"types": ("wf", "st", "fn"), "options": {"representation": "fn=signature"}},
-    "wf_st_fn_gated_signature": {"types": ("wf", "st", "fn"),
-                                 "options": {"fn_gate": "repeat", "representation": "fn=signature"}},
-}
-
-# Beyond the paper: the full config with online memory (amd.memory.amd.online): the bank grows with the student's own
-# successes during the run; registered as a variant of AMD in amd.registry.
-AMD_ONLINE = {"wf_st_fn_online": {"types": ("wf", "st", "fn"), "options": {"online": True}}}
+# Every method's run option over a bank pooled from several teachers: whose memory a task sees first (amd.memory.pool).
+PREFER_TEACHER = "prefer_teacher"
 
 # How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
@@ -70,13 +38,23 @@ SELF_EXCLUDED, CROSS_SPLIT, SHARED = "self_excluded", "cross_split", "shared"
 PROTOCOLS = (SELF_EXCLUDED, CROSS_SPLIT, SHARED)
 
 
+def method_spec(name: str) -> MethodSpec:
+    spec = MEMORY_METHODS.load(name)
+    if not isinstance(spec, MethodSpec) or spec.name != name:
+        raise AmdError(f"memory method {name!r}: its registry entry must name its spec (amd.spec.MethodSpec of that "
+                       f"name), got {spec!r}")
+    return spec
+
+
+def method_specs() -> list[MethodSpec]:
+    return [method_spec(name) for name in MEMORY_METHODS.names()]
+
+
 def memory_types() -> dict[str, MemoryType]:
     """Every memory type of every registered method, by code."""
-    from amd.registry import MEMORY_METHODS
-
     types = {}
-    for entry in MEMORY_METHODS.entries():
-        for memory_type in entry.meta["types"]:
+    for spec in method_specs():
+        for memory_type in spec.types:
             if types.setdefault(memory_type.code, memory_type) != memory_type:
                 raise AmdError(f"memory type code {memory_type.code!r} is declared twice, differently")
     return types
@@ -84,18 +62,20 @@ def memory_types() -> dict[str, MemoryType]:
 
 def memory_configs() -> dict[str, MemoryConfig]:
     """zero_shot plus every registered method's named configs."""
-    from amd.registry import MEMORY_METHODS
+    return dict(_configs(tuple(method_specs())))
 
+
+@lru_cache(maxsize=4)
+def _configs(specs: tuple[MethodSpec, ...]) -> dict[str, MemoryConfig]:
     configs = {ZERO_SHOT: MemoryConfig(ZERO_SHOT, None, ())}
-    for entry in MEMORY_METHODS.entries():
-        by_code = {t.code: t for t in entry.meta["types"]}
-        for name, declared in entry.meta["configs"].items():
+    for spec in specs:
+        by_code = {t.code: t for t in spec.types}
+        for name, declared in spec.configs.items():
             if name in configs:
                 raise AmdError(f"memory config {name!r} is declared by two methods")
-            codes, options = (declared["types"], declared.get("options", {})) if isinstance(declared, dict) \
-                else (declared, {})
-            configs[name] = MemoryConfig(name, entry.name, tuple(by_code[code] for code in codes),
-                                         tuple(sorted((key, str(value)) for key, value in options.items())))
+            configs[name] = MemoryConfig(name, spec.name, tuple(by_code[code] for code in declared.types),
+                                         tuple(sorted((key, str(value)) for key, value in declared.options.items())),
+                                         declared.after)
     return configs
 
 
@@ -126,6 +106,34 @@ def memory_type(code_or_name: str) -> MemoryType:
     return found
 
 
+def option_flags() -> dict[str, tuple[str, Option]]:
+    """Run options with a flag of their own in `amd run` (flag -> (option name, option)), from every method."""
+    flags = {}
+    for spec in method_specs():
+        for name, option in spec.run_options.items():
+            if option.flag and flags.setdefault(option.flag, (name, option))[0] != name:
+                raise AmdError(f"amd run {option.flag}: two memory methods give the flag to different options")
+    return flags
+
+
+def bank_settings() -> list[Setting]:
+    """Every method's settings (build options the workflow varies), one per key."""
+    found = {}
+    for spec in method_specs():
+        for setting in spec.settings:
+            if found.setdefault(setting.key, setting) != setting:
+                raise AmdError(f"setting {setting.key!r} is declared by two methods, differently")
+    return list(found.values())
+
+
+def proposed_config() -> str | None:
+    """The config of the paper's method that Tables 1 and 3 and Figures 3-4 show (its spec: `proposed`)."""
+    for spec in method_specs():
+        if spec.proposed and spec.table1_configs():
+            return spec.table1_configs()[0]
+    return None
+
+
 def check_protocol(protocol: str) -> str:
     if protocol not in PROTOCOLS:
         raise AmdError(f"unknown memory protocol {protocol!r}{did_you_mean(protocol, PROTOCOLS)}; "
@@ -135,6 +143,4 @@ def check_protocol(protocol: str) -> str:
 
 def output_names(kind: str) -> list[str]:
     """Registered tables (kind "table") or figures (kind "figure")."""
-    from amd.registry import OUTPUTS
-
     return [entry.name for entry in OUTPUTS.entries() if entry.meta["kind"] == kind]

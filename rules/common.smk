@@ -12,7 +12,7 @@ wildcard_constraints:
     teacher=layout.NAME,
     writer=layout.NAME,
     embedder=layout.NAME,
-    representation=layout.NAME,
+    build=layout.BUILD,
     student=layout.NAME,
     method=grid.method_names(),
     memcfg=layout.NAME,

@@ -28,7 +28,7 @@ rule build_memory:
         build=grid.build_args,
         benchmark=grid.benchmark_options,
     message:
-        "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}-{wildcards.representation}"
+        "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:
         "{params.launch}amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
         " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"

@@ -43,8 +43,8 @@ rule run_student_memory:
     input:
         bank=grid.bank_path,
         setup=grid.setup_done,
-        # online memory: after the frozen run of the same cell, whose cached replies it reuses
-        frozen=grid.frozen_run,
+        # the run of another config of the same cell that the method's spec puts first (e.g. online after frozen)
+        after=grid.runs_first,
     output:
         layout.MEMORY_RUN,
     log:

@@ -6,12 +6,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from amd.analysis import figures, layout, tables
+from amd.analysis import figures, layout, paired, tables
 from amd.analysis.cli import register
 from amd.analysis.reference import load_reference
 from amd.analysis.runs import load_runs
 from amd.errors import AmdError
+from amd.memory.amd import tables as amd_tables
 from amd.schema import validate
+from amd.vocabulary import memory_config
 
 
 def record(task_id, success, steps, spec, memory="zero_shot", kind="model"):
@@ -40,12 +42,17 @@ def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="m
 BANK = {"teacher": "gpt5mini", "writer": "w", "embedder": "e", "representation": "amd", "protocol": "self_excluded"}
 
 
+def memory_path(memcfg: str, **cell) -> str:
+    """A memory run's path: its bank's settings in it where the config's method has settings (AMD: representation)."""
+    cell = BANK | {"benchmark": "bfcl", "memcfg": memcfg} | cell
+    return layout.MEMORY_RUN.format(**cell, build=layout.build_part(memory_config(memcfg).method, cell))
+
+
 def student_run(root, student, spec, memcfg, seed, outcomes, k="wf1_st1_fn1", **cell):
     if memcfg == "zero_shot":
         path = layout.ZERO_SHOT_RUN.format(benchmark="bfcl", student=student, seed=seed)
     else:
-        path = layout.MEMORY_RUN.format(**(BANK | cell), benchmark="bfcl", student=student, memcfg=memcfg, k=k,
-                                        seed=seed)
+        path = memory_path(memcfg, student=student, k=k, seed=seed, **cell)
     return write_run(root, path, outcomes, spec, memcfg)
 
 
@@ -67,11 +74,14 @@ def grid(tmp_path):
 
 
 def test_layout_round_trip_reads_the_cell_back_from_the_path():
-    path = layout.MEMORY_RUN.format(benchmark="bfcl", student="qwen3_4b", teacher="gpt5mini", writer="w",
-                                    embedder="te3", representation="amd", memcfg="wf_st", protocol="cross_split",
-                                    k=layout.format_k({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
+    path = memory_path("wf_st", student="qwen3_4b", embedder="te3", protocol="cross_split",
+                       k=layout.format_k({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
+    assert "/gpt5mini-w-te3-amd/wf_st/" in path  # AMD's banks carry their representation, others none
     cell = layout.describe_run(path)
     assert cell["role"] == "memory" and cell["memcfg"] == "wf_st" and cell["protocol"] == "cross_split"
+    assert cell["representation"] == "amd" and cell["build"] == "-amd"
+    baseline = layout.describe_run(memory_path("memp", student="s", k="memp3", seed=0))
+    assert baseline["embedder"] == "e" and baseline["build"] == "" and "representation" not in baseline
     assert cell["k"] == {"wf": 2, "st": 3} and cell["seed"] == 4 and cell["student"] == "qwen3_4b"
     assert layout.describe_run("elsewhere/run.jsonl")["role"] == "other"
 
@@ -137,8 +147,7 @@ def test_table6_scores_zero_shot_on_the_cross_split_evaluation_side_only(tmp_pat
     spec = "local:qwen2.5-coder-0.5b"
     zero = student_run(tmp_path, "s", spec, "zero_shot", 0, [(True, 1), (False, 1), (False, 1), (False, 1)])
     # the cross_split run only holds tasks 1..3 (its evaluation side): zero-shot there is 0 of 3
-    cross = write_run(tmp_path, layout.MEMORY_RUN.format(**(BANK | {"protocol": "cross_split"}), benchmark="bfcl",
-                                                         student="s", memcfg="wf", k="wf1", seed=0),
+    cross = write_run(tmp_path, memory_path("wf", protocol="cross_split", student="s", k="wf1", seed=0),
                       [(True, 1)] * 4, spec, "wf")
     lines = Path(cross).read_text().splitlines()[1:]
     Path(cross).write_text("\n".join(lines) + "\n")
@@ -150,7 +159,7 @@ def test_table6_scores_zero_shot_on_the_cross_split_evaluation_side_only(tmp_pat
 
 
 def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(grid, tmp_path):
-    table = tables.paired_tasks(load_runs(grid))
+    table = paired.paired_tasks(load_runs(grid))
     seed0 = table[(table["student"] == "qwen3_4b") & (table["seed"] == 0)].iloc[0]
     assert (seed0["tasks"], seed0["zero_shot"], seed0["with_memory"]) == (4, 1, 3)
     assert (seed0["memory_only"], seed0["zero_shot_only"], seed0["difference_pp"]) == (2, 0, 50.0)
@@ -165,7 +174,7 @@ def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(gr
     assert written.startswith("**Paired per-task results") and "the smallest p that this many tasks could give.**" in written
     assert "|      0 | wf_st_fn" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="no student has both"):
-        tables.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
+        paired.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
 
 
 def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
@@ -178,12 +187,12 @@ def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
         for record, breached in zip(records, breaches[memcfg]):
             record["checker"] = {"security": breached}
         Path(path).write_text("".join(json.dumps(r) + "\n" for r in records))
-    row = tables.security_pairs(load_runs(list(runs.values()))).iloc[0]
+    row = paired.security_pairs(load_runs(list(runs.values()))).iloc[0]
     assert (row["zero_shot"], row["with_memory"], row["memory_only"], row["zero_shot_only"]) == (1, 3, 2, 0)
     assert row["breached_only_with_memory"] == "multi_turn_base_0 multi_turn_base_2"
     assert row["utility_zero_shot_%"] == pytest.approx(200 / 3) and row["sign_test_p"] == "0.5"
     with pytest.raises(AmdError, match="security_pairs: no student"):
-        tables.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
+        paired.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
 
 
 def test_written_table_carries_caption_citation_and_note(grid, tmp_path):
@@ -214,10 +223,34 @@ def test_k_sweep_figure_and_cli_write_a_pdf(tmp_path):
     assert out.read_bytes().startswith(b"%PDF")
 
 
+def test_steps_figure_draws_a_bar_per_student_and_memory_and_a_line_per_teacher(grid, tmp_path):
+    [ax] = figures.fig3_steps(load_runs(grid), note="demo").axes
+    bars = {(round(bar.get_height(), 2), bar.get_hatch()) for bar in ax.patches}
+    # mean steps per task, averaged over seeds: qwen3_4b zero-shot 7.25, AMD 4.75, SASM 5.5, MemP 5.0; qwen05 2.0
+    assert bars == {(7.25, "//"), (2.0, "//"), (4.75, ".."), (5.5, figures._hatch("sasm")),
+                    (5.0, figures._hatch("memp"))}
+    assert figures._hatch("sasm") not in ("//", "..") and figures._hatch("sasm") != figures._hatch("memp")
+    [teacher] = [line for line in ax.lines if line.get_label() == "teacher gpt5mini"]
+    assert list(teacher.get_ydata()) == [5.25, 5.25]
+    assert {text.get_text() for text in ax.get_legend().get_texts()} == {
+        "zero_shot", "wf_st_fn", "sasm", "memp", "teacher gpt5mini"}
+    assert ax.get_title() == "bfcl" and [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen3_4b", "qwen05"]
+
+
+def test_student_size_figure_draws_zero_shot_and_amd_lines_by_model_size(grid, tmp_path):
+    [ax] = figures.fig4_student_size(load_runs(grid)).axes
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
+    # the 0.5B model first; qwen3_4b solved 1 of 4 zero-shot in each seed, 3 and 2 of 4 with AMD memory
+    assert lines == {"zero_shot": ([0, 1], [0.0, 25.0]), "wf_st_fn": ([1], [62.5])}
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen05", "qwen3_4b"]
+
+
 @pytest.mark.parametrize("name", ["fig3_steps", "fig4_student_size"])
-def test_other_figures_render_from_the_grid(grid, tmp_path, name):
-    figures.write_figure(name, load_runs(grid), tmp_path / f"{name}.pdf", note="demo")
-    assert (tmp_path / f"{name}.pdf").stat().st_size > 1000
+def test_a_figure_is_written_as_a_one_page_pdf(grid, tmp_path, name):
+    out = tmp_path / f"{name}.pdf"
+    figures.write_figure(name, load_runs(grid), out, note="demo")
+    data = out.read_bytes()
+    assert data.startswith(b"%PDF") and data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") == 1
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
@@ -269,7 +302,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
                                                    "differs": differs[index]}}
 
     rewrite_records(checked, decomposed)
-    table = tables.decomposition_check(load_runs([single, checked, other_seed]))
+    table = amd_tables.decomposition_check(load_runs([single, checked, other_seed]))
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["memory"], row["baseline"], row["samples"], row["seed"]) == ("wf_st_fn_checked", "wf_st_fn", 5, 0)
@@ -281,7 +314,7 @@ def test_decomposition_check_pairs_each_checked_run_with_its_single_shot_run(tmp
     tables.write_table("decomposition_check", table, tmp_path / "d.csv", tmp_path / "d.md")
     assert (tmp_path / "d.md").read_text().startswith("**Checked decomposition (beyond the paper)")
     with pytest.raises(AmdError, match="decomposition_check: no run of a config variant"):
-        tables.decomposition_check(load_runs([single]))
+        amd_tables.decomposition_check(load_runs([single]))
 
 
 def test_function_gating_compares_each_variant_with_always_on_function_memory(tmp_path):
@@ -302,7 +335,7 @@ def test_function_gating_compares_each_variant_with_always_on_function_memory(tm
 
     rewrite_records(runs["wf_st_fn"], hinted(False))
     rewrite_records(runs["wf_st_fn_gated"], hinted(True))
-    table = tables.function_gating(load_runs(list(runs.values()))).set_index("memory")
+    table = amd_tables.function_gating(load_runs(list(runs.values()))).set_index("memory")
     assert set(table.index) == {"wf_st_fn_gated", "wf_st_fn_signature"}  # the checked run is not a function variant
     gated, compact = table.loc["wf_st_fn_gated"], table.loc["wf_st_fn_signature"]
     assert (gated["fn_gate"], gated["fn_form"], compact["fn_gate"], compact["fn_form"]) == \
@@ -328,7 +361,7 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     Path(f"{online}.online.jsonl").write_text("\n".join(json.dumps(line) for line in [{"schema": "h"}, *events]) + "\n")
     teacher = write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
                         [(True, 3)] * 4, "openai:gpt-5-mini")  # a run without a seed: the seed column is float
-    table = tables.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
+    table = amd_tables.online_vs_frozen(load_runs([frozen, online, unpaired, teacher]))
     (row,) = table.itertuples()
     assert (row.baseline, row.memory, row.seed, row.tasks) == ("wf_st_fn", "wf_st_fn_online", 0, 4)
     assert (row.frozen, row.online, row.online_only, row.frozen_only) == (2, 3, 2, 1)
@@ -341,4 +374,4 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     assert "|      0 | wf_st_fn_online" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
         other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
-        tables.online_vs_frozen(load_runs([unpaired, other_types]))
+        amd_tables.online_vs_frozen(load_runs([unpaired, other_types]))

@@ -6,6 +6,7 @@ final database state. Needs `.venv-appworld` (`make appworld-venv`; `make test` 
 only where PyPI cannot be reached).
 """
 
+import ast
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from amd.agent.agents import ModelAgent, OracleAgent
 from amd.agent.loop import Limits
 from amd.benchmarks.appworld import AppWorld, failing_calls
 from amd.benchmarks.appworld_server import AppWorldVenv
+from amd.benchmarks.processes import confinement_mode
 from amd.llm import open_model
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
@@ -178,7 +180,7 @@ def test_servers_listen_on_loopback_only_and_one_serves_each_worker(appworld, tm
 
     run(appworld, coder({BALANCE: slow}), ["b41a9ce_1", "b41a9ce_2"], tmp_path / "s.jsonl", concurrency=2)
     addresses = {address for address, _ in listening}
-    assert len({pid for _, pid in listening}) == 2  # two workers, two servers
+    assert len(addresses) == 2  # two workers, two servers, a port each
     assert addresses and all(ip == "127.0.0.1" for ip, _ in addresses)
     for ip, port in addresses:
         for other in other_addresses():
@@ -187,10 +189,16 @@ def test_servers_listen_on_loopback_only_and_one_serves_each_worker(appworld, tm
 
 
 def listening_sockets() -> list[tuple[tuple[str, int], int]]:
-    """((ip, port), pid) of every socket a server of this process listens on."""
+    """((ip, port), pid) of every socket a server of this process (or the confinement wrapper around it, which
+    holds the socket in this machine's network namespace) listens on."""
     servers = [child for child in psutil.Process().children(recursive=True) if CHILD in " ".join(child.cmdline())]
     return [((c.laddr.ip, c.laddr.port), server.pid) for server in servers
             for c in server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+
+
+def programs(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """The servers themselves among processes, not the confinement wrappers (bwrap, unshare) around them."""
+    return [p for p in processes if Path(p.cmdline()[0]).name not in ("bwrap", "unshare")]
 
 
 def other_addresses() -> list[str]:
@@ -265,7 +273,7 @@ def test_killing_a_run_mid_task_leaves_no_server_and_the_rerun_loses_nothing(roo
             process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         assert waiting.wait(180), (tmp_path / "first.log").read_text()[-3000:]
         servers = [c for c in psutil.Process(process.pid).children(recursive=True) if CHILD in " ".join(c.cmdline())]
-        assert len(servers) == 1 and len(out.read_text().splitlines()) == 1
+        assert len(programs(servers)) == 1 and len(out.read_text().splitlines()) == 1
         first = json.loads(out.read_text())
         process.send_signal(kill)
         process.wait(30)
@@ -278,3 +286,72 @@ def test_killing_a_run_mid_task_leaves_no_server_and_the_rerun_loses_nothing(roo
     records = read_trajectories(out)
     assert [r["task_id"] for r in records] == ["b41a9ce_1", "5e9d0f1_1"]
     assert records[0] == first and records[0]["success"] and not records[1]["success"]
+
+
+SPAWNED = ("import json, os, socket\n"
+           "def attempt(action):\n"
+           "    try:\n"
+           "        return action()\n"
+           "    except OSError as error:\n"
+           "        return f'refused: {error}'\n"
+           "def connect(address):\n"
+           "    socket.create_connection(address, timeout=3).close()\n"
+           "    return 'connected'\n"
+           "report = {'env': sorted(os.environ), 'connect': [attempt(lambda: connect(a)) for a in ADDRESSES],\n"
+           "          'read': attempt(lambda: open(SECRET).read()),\n"
+           "          'write': attempt(lambda: open(OUTSIDE, 'w').write('written'))}\n"
+           "open('/tmp/spawned.json', 'w').write(json.dumps(report))\n")
+
+
+def snoop_then_solve(secret: Path, outside: Path, addresses: list, python: Path):
+    """A hostile student: it dumps the environment, reads and writes outside the task's root, spawns a process
+    that tries the same and the network past AppWorld's own deny-list and file shims, then solves the task."""
+    spawned = f"ADDRESSES, SECRET, OUTSIDE = {addresses!r}, {str(secret)!r}, {str(outside)!r}\n{SPAWNED}"
+    attacks = [
+        "import os\nprint(dict(os.environ))",
+        f"import pathlib\nprint(pathlib.Path({str(secret)!r}).read_text())",
+        f"import pathlib\npathlib.Path({str(outside)!r}).write_text('written')\nprint('written')",
+        (f"import os\npid = os.posix_spawn({str(python)!r}, ['python', '-c', {spawned!r}], {{}})\n"
+         "os.waitpid(pid, 0)\nimport pathlib\nprint(pathlib.Path('/tmp/spawned.json').read_text())"),
+    ]
+
+    def plan(step, last):
+        return code(attacks[step]) if step < len(attacks) else read_balance_and_answer(step - len(attacks), last)
+
+    return plan
+
+
+def test_a_step_that_hunts_for_secrets_finds_none_and_the_key_is_in_no_file_the_run_writes(root, venv, tmp_path):
+    canary = "sk-canary-appworld-5e1d93"
+    secret, outside = tmp_path / "secret.txt", tmp_path / "outside.txt"
+    secret.write_text(canary)
+    listener = socket.create_server(("0.0.0.0", 0))
+    addresses = [(ip, listener.getsockname()[1]) for ip in ["127.0.0.1", *other_addresses()]]
+    out, cache = tmp_path / "run.jsonl", tmp_path / "cache"
+    env = os.environ | {"AMD_CACHE_DIR": str(cache), "OPENAI_API_KEY": canary, "AWS_SECRET_ACCESS_KEY": canary}
+    with listener, ScriptedServer(coder({BALANCE: snoop_then_solve(secret, outside, addresses, venv.python)})) as server:
+        done = subprocess.run([sys.executable, "-m", "amd.cli", "run", "appworld", "--agent",
+                               f"vllm:student@{server.url}", "--benchmark-option", f"root={root}", "--tasks",
+                               "b41a9ce_1", "--out", str(out), "--max-retries", "0", "--no-progress"],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = read_trajectories(out)
+    assert record["success"]  # confined, AppWorld still does its work
+    environment, read, _, spawn = (step["observations"][0] for step in steps(record)[:4])
+    assert canary not in environment and "OPENAI" not in environment and "AWS" not in environment
+    assert set(eval_free_keys(environment)) <= {"PATH", "LANG", "HOME", "TMPDIR", "PWD", "AMD_LIFELINE_FD",
+                                                 "APPWORLD_ROOT", "APPWORLD_CACHE"}
+    spawned = json.loads(spawn)
+    assert "OPENAI_API_KEY" not in spawned["env"]
+    if confinement_mode() == "bwrap":
+        assert "FileNotFoundError" in read and spawned["read"].startswith("refused")
+        assert spawned["write"].startswith("refused") and not outside.exists()
+        assert all(result.startswith("refused") for result in spawned["connect"])
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and path != secret]
+    assert out in written and any(cache in path.parents for path in written)
+    assert [path for path in written if canary.encode() in path.read_bytes()] == []
+
+
+def eval_free_keys(printed_dict: str) -> list[str]:
+    """The keys of a dict as Python prints it, read as literals (nothing is evaluated)."""
+    return list(ast.literal_eval(printed_dict.strip()))

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, script
+from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, echo_last_user, script
 
 from amd.errors import AmdError
 from amd.llm import open_model
@@ -173,21 +173,30 @@ def test_unreachable_server_ends_in_an_error_reply():
 
 
 def test_eight_threads_chat_concurrently():
-    with ScriptedServer(latency_s=0.3, capacity=8) as server, vllm(server) as model:
+    """The server answers no request until all eight are in flight at once: a client that sent them one at a time
+    would get no answer to its first (the barrier breaks after 60 s and the replies say so)."""
+    all_in = threading.Barrier(8, timeout=60)
+
+    def together(request):
+        try:
+            all_in.wait()
+        except threading.BrokenBarrierError:
+            return "not all at once"
+        return echo_last_user(request)
+
+    with ScriptedServer(together, capacity=8) as server, vllm(server, timeout_s=120) as model:
         replies = [None] * 8
 
         def ask(i):
             replies[i] = model.chat([{"role": "user", "content": f"q{i}"}])
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
-        start = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        elapsed = time.monotonic() - start
     assert [r.text for r in replies] == [f"echo: q{i}" for i in range(8)]
-    assert server.max_in_flight > 1 and elapsed < 8 * 0.3
+    assert server.max_in_flight == 8 and len(server.chat_requests()) == 8
     assert model.ledger.requests == 8 and model.ledger.prompt_tokens == sum(r.prompt_tokens for r in replies)
 
 

@@ -189,7 +189,7 @@ def write_student_run(root, teacher, seed, successes, pool=None) -> str:
     from amd.analysis import layout
 
     path = root / layout.MEMORY_RUN.format(benchmark="bfcl", student="qwen3_4b", teacher=teacher, writer="w",
-                                           embedder="e", representation="amd", memcfg="wf_st_fn",
+                                           embedder="e", build="-amd", memcfg="wf_st_fn",
                                            protocol="self_excluded", k="wf1_st1_fn1", seed=seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     records = [run_record(f"multi_turn_base_{i}", ok, 3, "vllm:Qwen/Qwen3-4B", "wf_st_fn")
@@ -202,7 +202,7 @@ def write_student_run(root, teacher, seed, successes, pool=None) -> str:
 
 def test_the_multi_teacher_table_puts_pools_beside_the_best_single_teacher(tmp_path):
     from amd.analysis.runs import load_runs
-    from amd.analysis.tables import table_multi_teacher
+    from amd.analysis.teachers import table_multi_teacher
 
     pool = {"teachers": ["alpha", "beta"], "prefer_teacher": "beta", "tasks_by_teacher": {"alpha": 1, "beta": 3}}
     runs = [write_student_run(tmp_path, "alpha", 0, [True, False, False, False]),

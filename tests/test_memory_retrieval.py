@@ -247,12 +247,13 @@ def test_bank_representation_is_the_default_and_a_run_may_override_it(tmp_path):
 
 
 def test_a_config_variant_brings_its_run_options_and_a_run_may_override_them(bank_dir, monkeypatch):
-    from amd.registry import MEMORY_METHODS, Entry
-    from amd.vocabulary import AMD_TYPES
+    import dataclasses
 
-    variant = {"wf_st_per_turn": {"types": ("wf", "st"), "options": {"per_turn": True}}}
-    monkeypatch.setitem(MEMORY_METHODS._entries, "amd", Entry("amd", MEMORY_METHODS.entry("amd").target,
-                                                              meta={"types": AMD_TYPES, "configs": variant}))
+    from amd.memory.amd import spec
+    from amd.spec import Config
+
+    variant = dataclasses.replace(spec.SPEC, configs={"wf_st_per_turn": Config(("wf", "st"), {"per_turn": True})})
+    monkeypatch.setattr(spec, "SPEC", variant)
     assert memory_configs()["wf_st_per_turn"].options == (("per_turn", "True"),)
     assert open_memory(bank_dir, "wf_st_per_turn").describe()["per_turn"] is True
     assert open_memory(bank_dir, "wf_st_per_turn", options={"per_turn": "false"}).describe()["per_turn"] is False

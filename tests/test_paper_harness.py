@@ -54,9 +54,10 @@ def student_run(bank, out, *options):
     return bodies, [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_per_turn_system_replaces_the_turns_subtasks_in_the_system_message(bfcl_bank, tmp_path):
-    bodies, records = student_run(bfcl_bank, tmp_path / "s.jsonl", "--memory-option", "per_turn=system")
-    assert all(r["success"] for r in records) and records[0]["memory"]["per_turn"] == "system"
+def test_turn_memory_system_replaces_the_turns_subtasks_in_the_system_message(bfcl_bank, tmp_path):
+    bodies, records = student_run(bfcl_bank, tmp_path / "s.jsonl", "--memory-option", "per_turn=true",
+                                  "--memory-option", "turn_memory=system")
+    assert all(r["success"] for r in records) and records[0]["memory"]["turn_memory"] == "system"
     for record in records:
         subtasks = [[e["entry_id"] for e in turn["injected_memory"]] for turn in record["turns"]]
         assert all(subtasks) and len(set(map(tuple, subtasks))) > 1, record["task_id"]  # retrieved per turn
@@ -77,6 +78,7 @@ def test_per_turn_system_replaces_the_turns_subtasks_in_the_system_message(bfcl_
 def test_per_turn_true_appends_to_the_user_message_as_before(bfcl_bank, tmp_path):
     bodies, records = student_run(bfcl_bank, tmp_path / "s.jsonl", "--memory-option", "per_turn=true")
     assert all(r["success"] for r in records) and records[0]["memory"]["per_turn"] is True
+    assert "turn_memory" not in records[0]["memory"]
     last = bodies[-1]["messages"]
     assert SUBTASK_HEADING not in last[0]["content"]
     assert any(m["role"] == "user" and SUBTASK_HEADING in m["content"] for m in last)
@@ -110,7 +112,7 @@ def test_a_function_hint_carries_the_functions_doc_with_fn_doc(bfcl_bank):
 
 
 def test_bad_paper_options_are_named(bfcl_bank):
-    for options, message in (({"per_turn": "sometimes"}, "per_turn must be true, false or system"),
+    for options, message in (({"turn_memory": "system"}, "turn_memory=system .* needs per_turn=true"),
                              ({"placement": "middle"}, "placement must be one of after, before"),
                              ({"prompts": "mine"}, "prompts must be one of generic, benchmark")):
         with pytest.raises(AmdError, match=message):

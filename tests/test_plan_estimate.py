@@ -19,8 +19,9 @@ from scripted_server import ScriptedServer
 from test_memory_run import student_model
 
 from amd.analysis import layout
+from amd.workflow.estimate import Pricing
 from amd.workflow.grid import Grid
-from amd.workflow.plan import Job, Pricing
+from amd.workflow.jobs import Job
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = [f"multi_turn_base_{i}" for i in (3, 21, 47, 88, 130, 161)]

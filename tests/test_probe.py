@@ -29,7 +29,7 @@ PROBE_SIZE, PROBE_SEED = 8, 1
 # success; AMD distils successes only, so their banks cover 200, 50 and 10 tasks.
 TEACHERS = {"broad": 1, "narrow": 4, "poor": 20}
 STRATEGY = "## Strategy from a similar solved task"  # prompts/memory_block_workflow.md
-CELL = {"benchmark": "bfcl", "student": "scripted", "writer": "rules", "embedder": "hash", "representation": "amd",
+CELL = {"benchmark": "bfcl", "student": "scripted", "writer": "rules", "embedder": "hash", "build": "-amd",
         "memcfg": "wf", "protocol": "self_excluded", "k": "wf1", "seed": 0}
 
 

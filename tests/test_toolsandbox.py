@@ -22,6 +22,7 @@ from amd.benchmarks.toolsandbox import (
     ToolSchema,
     UserSimulator,
     Worker,
+    _worker_setup,
     scenario_group,
 )
 from amd.cli import main
@@ -157,9 +158,9 @@ def test_memory_from_toolsandbox_trajectories_has_all_three_types(scripted, caps
 def worker():
     if not TOOLSANDBOX_PYTHON.exists():
         pytest.skip("ToolSandbox's environment is not installed")
-    started = Worker(TOOLSANDBOX_PYTHON)
+    started = Worker(*_worker_setup("offline"))
     yield started
-    started.close()
+    started.stop()
 
 
 def ending_user(ask: dict) -> dict:
@@ -183,6 +184,25 @@ def test_an_exception_inside_toolsandbox_is_an_observation_where_it_can_go_on(wo
     assert verdict["similarity"] == 1.0 and verdict["exception"] is None
 
 
+def test_a_worker_starts_with_a_minimal_environment_and_no_key(monkeypatch):
+    if not TOOLSANDBOX_PYTHON.exists():
+        pytest.skip("ToolSandbox's environment is not installed")
+    canary = "sk-canary-toolsandbox-81c2"
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AWS_SECRET_ACCESS_KEY", "RAPID_API_KEY"):
+        monkeypatch.setenv(name, canary)
+    started = Worker(*_worker_setup("offline"))
+    try:
+        assert started.request({"op": "hello"})["version"]
+        wrapper = started.process.process.pid
+        (pid,) = worker_processes(wrapper) or [wrapper]  # under confinement mode none, no wrapper
+        environ = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")[:-1]
+    finally:
+        started.stop()
+    assert canary not in "".join(environ)
+    assert {entry.split("=", 1)[0] for entry in environ} <= {"PATH", "LANG", "HOME", "TMPDIR", "PWD", "TQDM_DISABLE",
+                                                             "AMD_LIFELINE_FD"}
+
+
 def test_an_exception_toolsandbox_cannot_go_on_from_is_a_scored_failure(worker):
     def user_calls_an_unknown_tool(ask):
         return {"reply": {"text": "", "tool_calls": [{"name": "delete_everything", "arguments": "{}"}]}}
@@ -199,9 +219,18 @@ def test_an_exception_toolsandbox_cannot_go_on_from_is_a_scored_failure(worker):
     assert worker.request({"op": "score"})["verdict"]["ended_by"] == "stopped"
 
 
-def children_of(pid: int) -> list[int]:
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
-            for child in (task / "children").read_text().split()]
+def descendants_of(pid: int) -> list[int]:
+    """Every process below pid: a confined worker is a wrapper (bwrap, unshare) with the worker under it."""
+    children = [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                for child in (task / "children").read_text().split()]
+    return children + [grandchild for child in children for grandchild in descendants_of(child)]
+
+
+def worker_processes(pid: int) -> list[int]:
+    """The workers themselves below pid, not the wrappers that started them."""
+    commands = {child: Path(f"/proc/{child}/cmdline").read_text().split("\0")[:-1] for child in descendants_of(pid)}
+    return [child for child, argv in commands.items()
+            if argv[-1].endswith("toolsandbox_worker.py") and Path(argv[0]).name not in ("bwrap", "unshare")]
 
 
 def running(pid: int) -> bool:
@@ -229,8 +258,8 @@ def test_a_killed_run_leaves_no_worker_and_a_rerun_resumes(tmp_path, how):
         while not (out.exists() and out.read_text().count("\n") >= 1):
             assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
             time.sleep(0.2)
-        workers = children_of(process.pid)
-        assert len(workers) == 2
+        workers = descendants_of(process.pid)
+        assert len(worker_processes(process.pid)) == 2
         process.send_signal(how)
         process.wait(timeout=30)
         gone_by = time.monotonic() + 30  # a worker still importing ToolSandbox ends when the import is done

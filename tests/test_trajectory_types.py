@@ -14,8 +14,7 @@ PAIRS = [(trajectory.TrajectoryRecord, SCHEMA), (trajectory.DataVersion, SCHEMA[
          (trajectory.AgentInfo, SCHEMA["properties"]["agent"]), (trajectory.MemoryInfo, SCHEMA["properties"]["memory"]),
          (trajectory.Turn, SCHEMA["properties"]["turns"]["items"]), (trajectory.Tokens, SCHEMA["properties"]["tokens"]),
          (trajectory.Step, SCHEMA["$defs"]["step"]), (trajectory.Call, SCHEMA["$defs"]["call"]),
-         (trajectory.InjectionRecord, SCHEMA["$defs"]["injection"]),
-         (trajectory.OnlineInfo, SCHEMA["properties"]["memory"]["properties"]["online"])]
+         (trajectory.InjectionRecord, SCHEMA["$defs"]["injection"])]
 
 
 @pytest.mark.parametrize("typed,schema", PAIRS, ids=[typed.__name__ for typed, _ in PAIRS])

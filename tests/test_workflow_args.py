@@ -112,6 +112,32 @@ def test_an_undefined_name_in_an_experiment_is_a_config_error():
         Grid(config)
 
 
+def test_a_setting_is_in_the_paths_and_the_build_of_only_the_methods_that_have_it():
+    """AMD's representation is a setting of AMD's: its banks and runs carry the name, its build gets the option;
+    a baseline's have neither, and a config that uses no AMD config needs no `representations` at all."""
+    config = load_config("config.yaml")
+    config["experiments"] = {"both": {"benchmarks": ["bfcl"], "students": ["qwen05"],
+                                      "memory_configs": ["wf", "memp"], "outputs": ["table1_main"]}}
+    grid = Grid(config)
+    cells = {cell["memcfg"]: cell for cell in grid.cells("both")}
+    assert "/student-qwen05/oracle-rules-minilm-amd/wf/" in grid.run_path(cells["wf"])
+    assert "/student-qwen05/oracle-rules-minilm/memp/" in grid.run_path(cells["memp"])
+    builds = {}
+    for name, cell in cells.items():
+        wildcards = Wildcards(cell, seed=str(cell["seed"]))
+        builds[name] = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
+                                   f"--embedder hash:8 --out {grid.bank_path(wildcards)}")
+    assert builds["wf"].option == ["representation=wf=prose,st=code,fn=code"] and builds["memp"].option == []
+    assert builds["memp"].out.endswith("/bank/memp/oracle-rules-minilm")
+    del config["representations"], config["defaults"]["representation"]
+    config["experiments"]["both"]["memory_configs"] = ["zero_shot", "memp"]
+    Grid(config)
+    config["experiments"]["both"]["memory_configs"] = ["wf"]
+    with pytest.raises(ConfigError, match=r"experiments\.both: .*'representation' needs `representations` here or "
+                       r"`defaults\.representation`"):
+        Grid(config)
+
+
 def test_benchmark_options_reach_the_command_line():
     flags = args.benchmark_flags(["a_1", "b_2"], {"suite": "banking", "offline": True})
     parsed = build_parser().parse_args(["run", "x", "--agent", "oracle", "--out", "o", *shlex.split(flags)])

@@ -8,11 +8,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs
 from amd.analysis.reference import CITATION, load_reference
-from amd.analysis.tables import AMD_CONFIG, MEMORY_ORDER, _students, aggregate
 from amd.errors import AmdError
+from amd.vocabulary import ZERO_SHOT, proposed_config
 
-HATCHES = {"zero_shot": "//", AMD_CONFIG: "..", "wf": "\\\\", "wf_st": "xx", "teacher": ""}
+HATCHES = ("\\\\", "xx", "++", "--", "oo", "||", "**")  # the other memory configs', in MEMORY_ORDER
 MARKERS = ("o", "s", "^", "D", "v", "P")
 STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "hatch.linewidth": 0.6}
 
@@ -34,7 +35,7 @@ def _series_label(memory: str, protocol, protocols) -> str:
 
 def fig3_steps(runs, note=""):
     """Mean interaction steps per task: zero-shot, AMD and the teacher, one panel per benchmark."""
-    students = _students(runs)
+    students = student_runs(runs)
     cells = aggregate(students, ["benchmark", "student", "memory", "protocol"])
     teachers = runs[runs["role"] == "teacher"]
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -55,7 +56,7 @@ def fig3_steps(runs, note=""):
                     continue
                 x = i + (j - (len(series) - 1) / 2) * width
                 ax.bar(x, cell["mean_steps"].iloc[0], width, color="white", edgecolor="black",
-                       hatch=HATCHES.get(memory, "++"),
+                       hatch=_hatch(memory),
                        label=None if labelled else _series_label(memory, protocol, cells["protocol"]))
                 labelled = True
                 paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory, protocol=protocol)
@@ -75,6 +76,16 @@ def fig3_steps(runs, note=""):
     return fig
 
 
+def _hatch(memory: str) -> str:
+    """Zero-shot //, the paper's method's config .., the teacher none; every other config its own, by its place in
+    MEMORY_ORDER."""
+    fixed = {ZERO_SHOT: "//", proposed_config(): "..", "teacher": ""}
+    if memory in fixed:
+        return fixed[memory]
+    others = [name for name in MEMORY_ORDER if name not in fixed]
+    return HATCHES[others.index(memory) % len(HATCHES)] if memory in others else "++"
+
+
 def _same(column, protocol):
     """Rows whose protocol is `protocol` (None: no memory, no protocol)."""
     return column.isna() if not isinstance(protocol, str) else column == protocol
@@ -87,7 +98,7 @@ def _size_in_billions(model: str) -> float:
 
 def fig4_student_size(runs, note=""):
     """Success rate against student size: zero-shot and AMD lines, paper's AMD points."""
-    cells = aggregate(_students(runs), ["benchmark", "student", "memory", "protocol"])
+    cells = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol"])
     cells["size"] = cells["model"].map(_size_in_billions)
     reference = load_reference()
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -96,7 +107,8 @@ def fig4_student_size(runs, note=""):
     for ax, benchmark in zip(axes[0], benchmarks):
         here = cells[cells["benchmark"] == benchmark].sort_values("size")
         order = list(dict.fromkeys(here["student"]))
-        styles = {"zero_shot": ("o", "--"), AMD_CONFIG: ("s", "-")}
+        proposed = proposed_config()
+        styles = {ZERO_SHOT: ("o", "--"), proposed: ("s", "-")}
         for memory, protocol in dict.fromkeys(zip(here["memory"], here["protocol"])):
             if memory not in styles:
                 continue
@@ -104,8 +116,8 @@ def fig4_student_size(runs, note=""):
             marker, style = styles[memory]
             ax.plot([order.index(s) for s in line["student"]], line["success"], marker=marker, linestyle=style,
                     color="black", label=_series_label(memory, protocol, cells["protocol"]))
-        for row in here[here["memory"] == AMD_CONFIG].itertuples():
-            paper = reference.value("fig4_student_size", benchmark, row.model, AMD_CONFIG, protocol=row.protocol)
+        for row in here[here["memory"] == proposed].itertuples():
+            paper = reference.value("fig4_student_size", benchmark, row.model, proposed, protocol=row.protocol)
             if paper is not None:
                 ax.plot(order.index(row.student), paper, marker="D", markerfacecolor="none", color="black",
                         linestyle="none", label=None if drew_paper else "paper (AMD)")
@@ -120,7 +132,7 @@ def fig4_student_size(runs, note=""):
 
 def fig5_k_sweep(runs, note=""):
     """Success rate against k for each memory type, the other types held at their base k."""
-    students = _students(runs)
+    students = student_runs(runs)
     students = students[students["role"] == "memory"]
     if students.empty:
         raise AmdError("fig5_k_sweep: no memory runs among --runs")

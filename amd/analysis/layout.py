@@ -2,20 +2,25 @@
 
 The Snakefile builds its output paths from these templates, and the analysis reads a run's cell (student, teacher,
 memory config, k, seed, ...) back from its path, so the two can never disagree. Names in a path are the short
-config names ([A-Za-z0-9_]+), never raw agent specs (those hold ':', '/', '@').
+config names ([A-Za-z0-9_]+), never raw agent specs (those hold ':', '/', '@'). A bank (and the runs that read it)
+carries the name of each of its method's settings (amd.spec.Setting, e.g. AMD's representation) after a dash
+(`{build}`); a method without settings has none.
 """
 
 import re
 from pathlib import Path
 
+from amd.vocabulary import memory_configs, method_spec
+
 NAME = r"[A-Za-z0-9_]+"
+BUILD = rf"(?:-{NAME})*"  # the `build` part: "-NAME" per setting of the bank's method, in the spec's order
 K_ITEM = re.compile(r"^([a-z]+)([0-9]+)$")  # one memory type code and its k, as in k_wf1_st2
 
 TEACHER_RUN = "results/{benchmark}/teacher-{teacher}/trajectories.jsonl"
-BANK_DIR = "results/{benchmark}/bank/{method}/{teacher}-{writer}-{embedder}-{representation}"
+BANK_DIR = "results/{benchmark}/bank/{method}/{teacher}-{writer}-{embedder}{build}"
 ZERO_SHOT_RUN = "results/{benchmark}/student-{student}/zero_shot/seed{seed}/trajectories.jsonl"
 MEMORY_RUN = (
-    "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}-{representation}"
+    "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}{build}"
     "/{memcfg}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
 )
 # The teacher–student fit probe (amd probe): a memory run of the student on the config's small probe task set
@@ -26,10 +31,13 @@ SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target
 FIGURE = "results/{figure}.pdf"
 
 
+WILDCARDS = {"seed": r"[0-9]+", "build": BUILD}
+
+
 def _pattern(template: str) -> re.Pattern:
     parts = re.split(r"\{(\w+)\}", template)
     regex = "".join(
-        re.escape(part) if i % 2 == 0 else f"(?P<{part}>{r'[0-9]+' if part == 'seed' else NAME})"
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>{WILDCARDS.get(part, NAME)})"
         for i, part in enumerate(parts)
     )
     return re.compile(regex + "$")
@@ -41,6 +49,18 @@ _RUN_PATTERNS = {
     "memory": _pattern(MEMORY_RUN),
     "probe": _pattern(PROBE_RUN),
 }
+
+
+def build_part(method: str, cell: dict) -> str:
+    """The `build` part of a bank of `method` for a cell naming a value of each of the method's settings."""
+    return "".join(f"-{cell[setting.key]}" for setting in method_spec(method).settings)
+
+
+def build_names(method: str, part: str) -> dict:
+    """The names in a `build` part, by setting key ({} where the part does not fit the method's settings)."""
+    names = part.split("-")[1:]
+    keys = [setting.key for setting in method_spec(method).settings]
+    return dict(zip(keys, names)) if len(names) == len(keys) else {}
 
 
 def format_k(k: dict, type_codes) -> str:
@@ -66,9 +86,17 @@ def describe_run(path) -> dict:
             cell = {"role": role, **match.groupdict()}
             if role == "zero_shot":
                 cell["memcfg"] = "zero_shot"
+            if "build" in cell:
+                cell |= _build_columns(cell)
             if "k" in cell:
                 cell["k"] = parse_k(cell["k"])
             if "seed" in cell:
                 cell["seed"] = int(cell["seed"])
             return cell
     return {"role": "other", "path": text}
+
+
+def _build_columns(cell: dict) -> dict:
+    """A run's settings by key, read from its path (none for a config no registered method has)."""
+    method = memory_configs().get(cell["memcfg"])
+    return build_names(method.method, cell["build"]) if method and method.method else {}

@@ -6,10 +6,18 @@ import pandas as pd
 
 from amd.analysis.layout import describe_run
 from amd.errors import AmdError
+from amd.registry import MEMORY_METHODS, load_target
 from amd.schema import read_trajectories
 from amd.score import expected_tasks, run_metrics
+from amd.vocabulary import bank_settings, memory_configs, method_spec
 
-CELL_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "representation", "memcfg", "protocol")
+BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "protocol")
+
+
+def cell_columns() -> tuple[str, ...]:
+    """A run's cell, as its path names it: where it ran, with what memory (`build`: the names of its bank's settings,
+    amd.analysis.layout), and the bank's value of each setting by its key."""
+    return (*BASE_COLUMNS, *(setting.key for setting in bank_settings()))
 
 
 def model_name(record: dict) -> str:
@@ -27,7 +35,7 @@ def summarize_run(path) -> dict:
     metrics = run_metrics(records, expected_tasks(path))
     cell = describe_run(path)
     k = cell.pop("k", {})
-    row = {column: cell.get(column) for column in CELL_COLUMNS}
+    row = {column: cell.get(column) for column in cell_columns()}
     row |= {
         "path": str(path),
         "role": cell["role"],
@@ -43,7 +51,7 @@ def summarize_run(path) -> dict:
                                          "completion_tokens", "success_by_task", "steps_by_task")},
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
-        **memory_detail_columns(records),
+        **method_columns(records),
         # memory pooled from several teachers (amd memory pool): its teachers, the preferred one, per-task sources
         "pool": records[0]["memory"].get("pool"),
     }
@@ -56,19 +64,14 @@ def summarize_run(path) -> dict:
     return row
 
 
-def memory_detail_columns(records: list[dict]) -> dict:
-    """What memory variants record beside their injections (the trajectory's `memory_details`): per task whether a
-    checked decomposition differs from the single-shot one; function hints given and withheld by the gate, counted
-    per (error step, function)."""
-    steps = [step for record in records for turn in record["turns"] for step in turn["steps"]]
-    return {
-        "decomposition_differs_by_task": {r["task_id"]: r["memory_details"]["decomposition"]["differs"]
-                                          for r in records if "decomposition" in r.get("memory_details", {})},
-        "function_hints": sum(len({e.get("query") for e in step.get("injected_memory", []) if e["type"] == "function"})
-                              for step in steps),
-        "function_hints_withheld": sum(len(step.get("memory_details", {}).get("fn_gate", {}).get("withheld", []))
-                                       for step in steps),
-    }
+def method_columns(records: list[dict]) -> dict:
+    """The columns the run's memory method computes for its own tables (its spec's `detail_columns`), e.g. what its
+    variants record beside their injections; none for a run without memory."""
+    memory = records[0]["memory"]
+    config = memory_configs().get(memory["config"])
+    method = memory.get("method") or (config.method if config else None)
+    detail_columns = method_spec(method).detail_columns if method in MEMORY_METHODS.names() else None
+    return load_target(detail_columns)(records) if detail_columns else {}
 
 
 def load_runs(paths) -> pd.DataFrame:

@@ -21,10 +21,9 @@ import ast
 import functools
 import hashlib
 import importlib.metadata
-import json
-import re
 
-from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
+from amd.benchmarks import base
+from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
 from amd.benchmarks.bfcl_calls import (
     MAX_SOURCE_CHARS,
     CallRejected,
@@ -272,7 +271,7 @@ def _injections(suite, task, injection_task, attack: str | None) -> dict[str, st
     return _attack(suite.name, attack).attack(task, injection_task)
 
 
-class AgentDojoEpisode:
+class AgentDojoEpisode(base.CallByCallEpisode):
     """One user task: one user turn (the task's prompt); the agent's last reply is the model output the utility
     check reads. Under an attack, the environment carries the attack's texts and the injection task is checked
     too."""
@@ -301,16 +300,6 @@ class AgentDojoEpisode:
         self.decoded_calls.append([])
         return self.instruction
 
-    def execute(self, proposals: list[Proposal]) -> StepOutcome:
-        if not self.decoded_calls:
-            raise AmdError(f"{self.task_id}: execute() called before the user turn was taken")
-        outcome = StepOutcome()
-        for proposal in proposals:
-            self._execute_one(proposal, outcome)
-        if outcome.calls:
-            self.decoded_calls[-1].append([call.call for call in outcome.calls])
-        return outcome
-
     def reference_turns(self) -> list[list[Proposal]]:
         calls = self._task.ground_truth(self._pre_env.model_copy(deep=True))
         return [[Proposal(source=canonical_call(call.function, dict(call.args)), name=call.function,
@@ -335,22 +324,15 @@ class AgentDojoEpisode:
         return Verdict(success=success, details=details, decoded_calls=self.decoded_calls,
                        step_limit_scored=AgentDojo.step_limit_scored)
 
-    def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        return checked_call(proposal, self._docs)
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
         from agentdojo.functions_runtime import FunctionCall
 
-        try:
-            name, arguments = checked_call(proposal, self._docs)
-        except CallRejected as error:
-            outcome.rejected.append({"text": proposal.source, "reason": str(error)})
-            outcome.observations.append(json.dumps({"error": f"rejected call: {error}"}))
-            _mark_failed(outcome, proposal.name if isinstance(proposal.name, str) else _called_name(proposal))
-            return
         result, error = self._runtime.run_function(self._env, name, arguments)
         self._traces.append(FunctionCall(function=name, args=arguments))
-        outcome.calls.append(ExecutedCall(name=name, arguments=arguments, call=canonical_call(name, arguments)))
-        outcome.observations.append(error if error is not None else observation(result))
-        if error is not None:
-            _mark_failed(outcome, name)
+        return (error if error is not None else observation(result)), error is not None
 
 
 def utility(task, answer: str, pre_env, post_env, traces) -> tuple[bool, str | None]:
@@ -405,15 +387,3 @@ def _replay(calls: list[tuple[str, dict]], answer: str):
             return query, runtime, env, [*messages, *replayed], extra_args or {}
 
     return Replay()
-
-
-def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
-    outcome.error = True
-    if name and name not in outcome.failing_functions:
-        outcome.failing_functions.append(name)
-
-
-def _called_name(proposal: Proposal) -> str | None:
-    """The function name a refused text call seems to use, for bookkeeping only."""
-    head = re.split(r"[(\s]", (proposal.source or "").strip(), maxsplit=1)[0]
-    return head if head.isidentifier() else None

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from amd.benchmarks.appworld_harness import DEFAULT_HARNESS, AppWorldHarness, cut_output, harness_from_options
 from amd.benchmarks.appworld_harness import OPTIONS as HARNESS_OPTIONS
-from amd.benchmarks.appworld_server import VERSION, AppWorldVenv, ServerPool
+from amd.benchmarks.appworld_server import VERSION, AppWorldServer, AppWorldVenv
 from amd.benchmarks.base import (
     CODE,
     BenchmarkDefaults,
@@ -40,6 +40,7 @@ from amd.benchmarks.base import (
     StepOutcome,
     Verdict,
 )
+from amd.benchmarks.processes import ProcessPool
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 from amd.prompts import load_prompt
@@ -62,7 +63,8 @@ class AppWorld(BenchmarkDefaults):
         self.data = _data_dir(root)
         self.dataset = dataset
         self._ids = _dataset_ids(self.data, dataset)
-        self._pool: ServerPool | None = None
+        self._pool: ProcessPool[AppWorldServer] | None = None
+        self._root: Path | None = None
 
     def task_ids(self) -> list[str]:
         return list(self._ids)
@@ -78,8 +80,10 @@ class AppWorld(BenchmarkDefaults):
 
     def start(self, task_id: str) -> "AppWorldEpisode":
         if self._pool is None:
-            self._pool = ServerPool(AppWorldVenv(), _run_root(self.data))
-        return AppWorldEpisode(self._known(task_id), self._pool, self.data, self.harness)
+            venv, self._root = AppWorldVenv(), _run_root(self.data)
+            venv.check()
+            self._pool = ProcessPool(lambda: AppWorldServer(venv, self._root))
+        return AppWorldEpisode(self._known(task_id), self._pool, self._root, self.data, self.harness)
 
     def function_info(self, name: str) -> FunctionInfo:
         """`app.function` with the API's doc (parameters and response schemas), as AppWorld's docs give it."""
@@ -101,16 +105,17 @@ class AppWorldEpisode:
     action_format = CODE
     caps_turns = False  # one user turn; the paper caps the task's steps only
 
-    def __init__(self, task_id: str, pool: ServerPool, data: Path, harness: AppWorldHarness = DEFAULT_HARNESS):
+    def __init__(self, task_id: str, pool: ProcessPool[AppWorldServer], root: Path, data: Path,
+                 harness: AppWorldHarness = DEFAULT_HARNESS):
         self.task_id = task_id
         self.tools: list[dict] = []  # the agent writes code instead
         self.harness = harness
         self.guide = load_prompt("appworld_guide_paper" if harness.guide == "paper" else "appworld_guide")
         self.first_code_block = harness.code_blocks == "first"  # read by the agent (amd.agent.agents)
         self.history_chars = harness.history_chars or None
-        self._data, self._pool = data, pool
+        self._data, self._pool, self._root = data, pool, root
         self._experiment = f"amd-{uuid.uuid4().hex}"
-        self._server = pool.lease()
+        self._server = pool.take()
         try:
             task = self._server.post("/initialize", task_id=task_id, experiment_name=self._experiment)
         except BaseException:
@@ -171,11 +176,11 @@ class AppWorldEpisode:
         if server is None:
             return
         try:
-            if server.alive():
+            if server.alive:
                 server.post("/close", task_id=self.task_id)
         finally:
-            shutil.rmtree(self._pool.root / "experiments" / "outputs" / self._experiment, ignore_errors=True)
-            self._pool.release(server)
+            shutil.rmtree(self._root / "experiments" / "outputs" / self._experiment, ignore_errors=True)
+            self._pool.give_back(server)
 
 
 # ---- code, read with ast and never run here ------------------------------------------------------------------------

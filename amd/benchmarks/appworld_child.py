@@ -6,9 +6,9 @@
 FD is a TCP socket that amd has bound to 127.0.0.1 and listens on: this process binds no socket of its own, so the
 server cannot be reached from another machine (`appworld serve environment` binds 0.0.0.0 and has no host option).
 It checks that the installed AppWorld is VERSION, then serves AppWorld's own FastAPI app
-(appworld.serve.environment:app) with uvicorn on FD. It exits at once when its stdin reaches end of file: amd holds
-the write end of that pipe, and the kernel closes it when amd exits in any way, SIGKILL included, so the server
-never outlives the run that started it.
+(appworld.serve.environment:app) with uvicorn on FD. It exits at once when the pipe AMD_LIFELINE_FD names reaches
+end of file: amd holds the write end, and the kernel closes it when amd exits in any way, SIGKILL included, so the
+server never outlives the run that started it.
 """
 
 import os
@@ -20,7 +20,7 @@ KEEP_ALIVE_S = 3600  # amd keeps one connection per server; a step can wait minu
 
 
 def exit_with_parent() -> None:
-    sys.stdin.buffer.read()
+    os.read(int(os.environ["AMD_LIFELINE_FD"]), 1)  # blocks until amd closes its end
     os._exit(0)
 
 

@@ -3,20 +3,19 @@
 AppWorld pins pydantic<2, FastAPI 0.110, SQLAlchemy 1.4 and httpx<0.28, so it cannot share amd's environment:
 `make appworld-venv` builds `.venv-appworld/` (or $AMD_APPWORLD_VENV) from requirements-appworld.txt. Each server is
 that environment's Python running `appworld_child.py`, which serves AppWorld's own app on a socket this module
-binds to 127.0.0.1 and hands over; the server never binds one itself. The child exits when its stdin pipe closes,
-and this process holds the only write end, so a server stops whatever happens to the run: a normal end, an error,
-SIGTERM or SIGKILL. `ServerPool` gives each worker its own server (one server serves one task at a time).
+binds to 127.0.0.1 and hands over; the server never binds one itself. It starts confined, with a minimal
+environment, and ends with the run whatever ends it (`amd.benchmarks.processes`); a pool of them gives each worker
+its own server (one server serves one task at a time).
 """
 
 import os
-import signal
 import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import httpx2
 
+from amd.benchmarks.processes import ConfinedProcess, Confinement
 from amd.errors import AmdError
 
 VERSION = "0.1.3.post1"
@@ -26,7 +25,6 @@ DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-appworld"
 INSTALLED_STAMP = ".amd-installed"  # written by `make appworld-venv` once AppWorld is installed and unpacked
 STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0  # AppWorld itself stops a code block after 100 s; evaluation can take longer
-STOP_GRACE_S = 10.0
 LOG_TAIL_CHARS = 2000
 
 
@@ -46,25 +44,25 @@ class AppWorldVenv:
 
 
 class AppWorldServer:
+    """One AppWorld server, confined (`amd.benchmarks.processes`): it reads AppWorld's environment and the task
+    data, writes only the root's experiments/ folder, and reaches no network; model code runs inside it."""
+
     def __init__(self, venv: AppWorldVenv, root: Path):
         listener = socket.create_server((LOOPBACK, 0))
         self.port = listener.getsockname()[1]
         self.log_path = root / "logs" / f"server-{os.getpid()}-{self.port}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = os.environ | {"APPWORLD_ROOT": str(root), "APPWORLD_CACHE": str(venv.cache)}
-        read_end, self._lifeline = os.pipe()
+        box = Confinement(readable=(venv.path, venv.python.resolve().parents[1], CHILD, root,
+                                    (root / "data").resolve()),
+                          writable=(root / "experiments",),
+                          variables={"APPWORLD_ROOT": str(root), "APPWORLD_CACHE": str(venv.cache)})
         try:
             with open(self.log_path, "wb") as log:
-                self.process = subprocess.Popen(
-                    # -I: isolated; the child's folder (amd's own appworld.py) must not shadow the package
-                    [str(venv.python), "-I", str(CHILD), str(listener.fileno()), VERSION], stdin=read_end, stdout=log,
-                    stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),), cwd=root, env=env,
-                    start_new_session=True)  # a Ctrl-C in the terminal reaches amd, which stops the server
-        except OSError:
-            os.close(self._lifeline)
-            raise
+                # -I: isolated; the child's folder (amd's own appworld.py) must not shadow the package
+                self.process = ConfinedProcess([str(venv.python), "-I", str(CHILD), str(listener.fileno()), VERSION],
+                                               box, pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL,
+                                               stdout=log, stderr=subprocess.STDOUT, cwd=root)
         finally:
-            os.close(read_end)
             listener.close()
         self.client = httpx2.Client(base_url=f"http://{LOOPBACK}:{self.port}", timeout=REQUEST_TIMEOUT_S,
                                     trust_env=False)  # never through a proxy
@@ -94,19 +92,12 @@ class AppWorldServer:
                            f"{response.text[-LOG_TAIL_CHARS:]}")
         return response.json()["output"]
 
+    @property
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process.alive
 
     def stop(self) -> None:
-        """Close the lifeline (the child exits), wait, kill its process group if it lingers."""
-        if self._lifeline is not None:
-            os.close(self._lifeline)
-            self._lifeline = None
-        try:
-            self.process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        self.process.stop()
         self.client.close()
         self.log_path.unlink(missing_ok=True)
 
@@ -115,38 +106,3 @@ class AppWorldServer:
             return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
         except OSError:
             return "(no log)"
-
-
-class ServerPool:
-    """Servers for the workers of one run: a task leases an idle server or starts a new one, and gives it back
-    when it is done; `close` stops them all."""
-
-    def __init__(self, venv: AppWorldVenv, root: Path):
-        self.venv, self.root = venv, root
-        self._lock = threading.Lock()
-        self._idle: list[AppWorldServer] = []
-        self._all: list[AppWorldServer] = []
-
-    def lease(self) -> AppWorldServer:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        self.venv.check()
-        server = AppWorldServer(self.venv, self.root)
-        with self._lock:
-            self._all.append(server)
-        return server
-
-    def release(self, server: AppWorldServer) -> None:
-        with self._lock:
-            if server.alive():
-                self._idle.append(server)
-                return
-            self._all.remove(server)
-        server.stop()
-
-    def close(self) -> None:
-        with self._lock:
-            servers, self._all, self._idle = self._all, [], []
-        for server in servers:
-            server.stop()

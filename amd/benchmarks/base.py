@@ -14,9 +14,12 @@ Python code block per step, which the environment runs itself; the episode then 
 use and how to finish). Optional parts of an episode are read through the functions at the end of this module.
 """
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from amd.benchmarks.bfcl_calls import CallRejected, canonical_call
 from amd.errors import AmdError
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
@@ -155,6 +158,65 @@ class BenchmarkDefaults:
 
     def close(self) -> None:
         pass
+
+
+class CallByCallEpisode:
+    """`execute` for a tool-call episode that runs a step's proposals one at a time: `check_call(proposal)` reads a
+    proposal into (name, arguments), raising CallRejected for one it refuses, and `run_call(name, arguments)` runs
+    it, returning (observation, failed). Each step's executed calls, as canonical strings, go into `decoded_calls`
+    (per turn, per step: `next_user_message` appends a list for each turn it starts)."""
+
+    task_id: str
+    decoded_calls: list[list[list[str]]]
+
+    def execute(self, proposals: list[Proposal]) -> StepOutcome:
+        if not self.decoded_calls:
+            raise AmdError(f"{self.task_id}: execute() called before the first user turn was taken")
+        outcome = StepOutcome()
+        for proposal in proposals:
+            try:
+                name, arguments = self.check_call(proposal)
+            except CallRejected as error:
+                refuse(outcome, proposal.source, str(error), called_name(proposal))
+                continue
+            outcome.calls.append(ExecutedCall(name=name, arguments=arguments, call=canonical_call(name, arguments)))
+            observation, failed = self.run_call(name, arguments)
+            outcome.observations.append(observation)
+            if failed:
+                mark_failed(outcome, name)
+        if outcome.calls:
+            self.decoded_calls[-1].append([call.call for call in outcome.calls])
+        return outcome
+
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        raise NotImplementedError
+
+
+def refuse(outcome: StepOutcome, text: str, reason: str, name: str | None) -> None:
+    """A proposal refused before it ran: recorded with its reason, shown to the agent as an error observation, and
+    the function it seems to call counted as failing."""
+    outcome.rejected.append({"text": text, "reason": reason})
+    outcome.observations.append(json.dumps({"error": f"rejected call: {reason}"}))
+    mark_failed(outcome, name)
+
+
+def mark_failed(outcome: StepOutcome, name: str | None) -> None:
+    """The step has an error; `name`, where known, is among its failing functions (once)."""
+    outcome.error = True
+    if name and name not in outcome.failing_functions:
+        outcome.failing_functions.append(name)
+
+
+def called_name(proposal: Proposal) -> str | None:
+    """The function a refused proposal seems to call, for bookkeeping only: its structured name, else the first
+    word of its text before a parenthesis."""
+    if isinstance(proposal.name, str):
+        return proposal.name
+    head = re.split(r"[(\s]", (proposal.source or "").strip(), maxsplit=1)[0]
+    return head if head.isidentifier() else None
 
 
 def action_format(episode) -> str:

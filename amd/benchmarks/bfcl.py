@@ -23,7 +23,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
+from amd.benchmarks import base
+from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.files import sha256_file
@@ -151,7 +152,7 @@ class BfclMultiTurn(BenchmarkDefaults):
         return self._data.entries[task_id]
 
 
-class BfclEpisode:
+class BfclEpisode(base.CallByCallEpisode):
     def __init__(self, entry: dict, ground_truth: list[list[str]], class_docs: dict[str, list[dict]],
                  official_turns: bool = False):
         self.task_id = entry["id"]
@@ -174,16 +175,6 @@ class BfclEpisode:
         self._turns_started += 1
         self.decoded_calls.append([])
         return self._user_turns[self._turns_started - 1]
-
-    def execute(self, proposals: list[Proposal]) -> StepOutcome:
-        if not self.decoded_calls:
-            raise AmdError(f"{self.task_id}: execute() called before the first user turn was taken")
-        outcome = StepOutcome()
-        for proposal in proposals:
-            self._execute_one(proposal, outcome)
-        if outcome.calls:
-            self.decoded_calls[-1].append([call.call for call in outcome.calls])
-        return outcome
 
     def reference_turns(self) -> list[list[Proposal]]:
         turns = []
@@ -223,19 +214,11 @@ class BfclEpisode:
         return Verdict(success=details.get("valid") is True, details=details, decoded_calls=decoded,
                        step_limit_scored=self.official_turns and every_turn)
 
-    def _execute_one(self, proposal: Proposal, outcome: StepOutcome) -> None:
-        try:
-            name, kwargs = read_call(proposal, self._docs)
-        except CallRejected as error:
-            outcome.rejected.append({"text": proposal.source, "reason": str(error)})
-            outcome.observations.append(json.dumps({"error": f"rejected call: {error}"}))
-            _mark_failed(outcome, proposal.name if isinstance(proposal.name, str) else _called_name(proposal))
-            return
-        outcome.calls.append(ExecutedCall(name=name, arguments=kwargs, call=canonical_call(name, kwargs)))
-        observation, failed = _run(self._methods[name], copy.deepcopy(kwargs))  # backends may mutate args
-        outcome.observations.append(observation)
-        if failed:
-            _mark_failed(outcome, name)
+    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+        return read_call(proposal, self._docs)
+
+    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        return _run(self._methods[name], copy.deepcopy(arguments))  # backends may mutate args
 
 
 def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[list[list[str]]]) -> dict:
@@ -343,18 +326,6 @@ def _observation(result) -> str:
         except (TypeError, ValueError):  # e.g. an object inside the dict
             pass
     return str(result)
-
-
-def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
-    outcome.error = True
-    if name and name not in outcome.failing_functions:
-        outcome.failing_functions.append(name)
-
-
-def _called_name(proposal: Proposal) -> str | None:
-    """The function name a refused text call seems to use, for bookkeeping only."""
-    head = (proposal.source or "").strip().split("(", 1)[0].strip()
-    return head if head.isidentifier() else None
 
 
 def _recanonical(text, docs: dict, task_id: str) -> str:

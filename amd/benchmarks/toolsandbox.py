@@ -19,6 +19,7 @@ tools (a paid key, live network), so `scenarios=offline` (the default, 91 scenar
 `scenarios=rapidapi` runs only them and `scenarios=base` all 129, both with RAPID_API_KEY set.
 """
 
+import functools
 import json
 import math
 import os
@@ -30,8 +31,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from amd.agent.parsing import parse_reply
+from amd.benchmarks import base
 from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
 from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, read_call
+from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.errors import AmdError, did_you_mean
 from amd.prompts import load_prompt
 
@@ -66,7 +69,7 @@ class ToolSandbox(BenchmarkDefaults):
         self.user_spec = user_model
         self.user_params = {"temperature": _optional(user_temperature, float, "user_temperature"),
                             "max_tokens": _optional(user_max_tokens, int, "user_max_tokens")}
-        self._workers = WorkerPool(_toolsandbox_python())
+        self._workers = ProcessPool(functools.partial(Worker, *_worker_setup(scenarios)))
         self._lock = threading.Lock()
         self._answers: dict = {}  # the workers' answers to hello and list, asked once
         self._user: UserSimulator | None = None
@@ -166,17 +169,17 @@ class ToolSandboxEpisode:
         results = self._run(calls) if calls and self._ended is None else {}
         for proposal, call in zip(proposals, checked):
             if isinstance(call, CallRejected):
-                _refuse(outcome, proposal.source, str(call), _called_name(proposal))
+                base.refuse(outcome, proposal.source, str(call), base.called_name(proposal))
             elif (result := results.get(call["id"])) is None or result["refused"]:
                 reason = result["error"] if result else f"not run: the conversation is over ({self._ended})"
-                _refuse(outcome, proposal.source, reason, call["name"])
+                base.refuse(outcome, proposal.source, reason, call["name"])
             else:
                 outcome.calls.append(ExecutedCall(call["name"], call["arguments"],
                                                   canonical_call(call["name"], call["arguments"])))
                 outcome.observations.append(json.dumps({"error": result["content"]}) if result["error"]
                                             else result["content"])
                 if result["error"]:
-                    _mark_failed(outcome, call["name"])
+                    base.mark_failed(outcome, call["name"])
         if outcome.calls:
             self.decoded_calls[-1].append([call.call for call in outcome.calls])
         outcome.finished = self._ended is not None
@@ -258,12 +261,12 @@ class UserSimulator:
 
 
 class Worker:
-    """One worker process; one request at a time. A failed request ends the process: its state is unknown."""
+    """One worker process, confined (`amd.benchmarks.processes`); one request at a time. A failed request ends the
+    process: its state is unknown."""
 
-    def __init__(self, python: Path):
-        env = {**os.environ, "TQDM_DISABLE": "1"}  # no progress bar per scenario in our logs
-        self.process = subprocess.Popen([str(python), str(WORKER), str(os.getpid())], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
+    def __init__(self, python: Path, box: Confinement):
+        self.process = ConfinedProcess([str(python), str(WORKER)], box, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True, encoding="utf-8")
 
     def request(self, message: dict, answer_ask=None) -> dict:
         """Send a request; answer the worker's asks (the user model) until its answer comes."""
@@ -280,63 +283,43 @@ class Worker:
 
     @property
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process.alive
 
-    def close(self) -> None:
-        """Closing its stdin ends the worker; one that does not end in time is killed."""
-        if not self.alive:
-            return
+    def stop(self) -> None:
+        """Closing its stdin ends the worker (so does the lifeline, which stop() closes); one that lingers is
+        killed."""
         try:
-            self.process.stdin.close()
-            self.process.wait(timeout=WORKER_EXIT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            self.kill()
+            self.process.process.stdin.close()
+        except OSError:
+            pass
+        self.process.stop(WORKER_EXIT_S)
 
     def kill(self) -> None:
-        if self.alive:
-            self.process.kill()
-        self.process.wait()
+        self.process.stop(0)
 
     def _exchange(self, message: dict) -> dict:
         try:
-            self.process.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
+            self.process.process.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            self.process.process.stdin.flush()
+            line = self.process.process.stdout.readline()
         except OSError:
             line = ""
         if not line:
-            raise AmdError(f"the ToolSandbox worker exited (code {self.process.wait()}); its errors are above")
+            raise AmdError(f"the ToolSandbox worker exited (code {self.process.process.wait()}); its errors are "
+                           "above")
         return json.loads(line)
 
 
-class WorkerPool:
-    """Workers for episodes in flight (one scenario per worker at a time: ToolSandbox keeps its state in a
-    process-wide context); started on demand, reused, all stopped by close()."""
-
-    def __init__(self, python: Path):
-        self._python = python
-        self._idle: list[Worker] = []
-        self._started: list[Worker] = []
-        self._lock = threading.Lock()
-
-    def take(self) -> Worker:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-            worker = Worker(self._python)
-            self._started.append(worker)
-            return worker
-
-    def give_back(self, worker: Worker) -> None:
-        with self._lock:
-            if worker.alive:
-                self._idle.append(worker)
-
-    def close(self) -> None:
-        with self._lock:
-            workers, self._started, self._idle = self._started, [], []
-        for worker in workers:
-            worker.close()
+def _worker_setup(scenarios: str) -> tuple[Path, Confinement]:
+    """The workers' Python and what they may see: ToolSandbox's environment, and the network (with the RapidAPI
+    key) only for a scenario set that calls RapidAPI."""
+    python = _toolsandbox_python()
+    online = "rapidapi" in SCENARIO_SETS[scenarios]
+    variables = {"TQDM_DISABLE": "1"}  # no progress bar per scenario in our logs
+    if online:
+        variables["RAPID_API_KEY"] = os.environ["RAPID_API_KEY"]
+    return python, Confinement(readable=(python.parents[1], python.resolve().parents[1], WORKER),
+                               variables=variables, network=online)
 
 
 def _toolsandbox_python() -> Path:
@@ -393,22 +376,3 @@ def _tools_in_prompt(messages: list[dict], tools: list[dict]) -> list[dict]:
         return [{"role": "system", "content": note}, *messages]
     extended = {**messages[last], "content": f"{messages[last]['content']}\n\n{note}"}
     return [*messages[:last], extended, *messages[last + 1:]]
-
-
-def _refuse(outcome: StepOutcome, text: str, reason: str, name: str | None) -> None:
-    outcome.rejected.append({"text": text, "reason": reason})
-    outcome.observations.append(json.dumps({"error": f"rejected call: {reason}"}))
-    _mark_failed(outcome, name)
-
-
-def _mark_failed(outcome: StepOutcome, name: str | None) -> None:
-    outcome.error = True
-    if name and name not in outcome.failing_functions:
-        outcome.failing_functions.append(name)
-
-
-def _called_name(proposal: Proposal) -> str | None:
-    if isinstance(proposal.name, str):
-        return proposal.name
-    head = (proposal.source or "").strip().split("(", 1)[0].strip()
-    return head if head.isidentifier() else None

@@ -19,8 +19,8 @@ Events: {"event": "agent_turn", "messages": [...], "tools": [...], "system": [..
 raised), where a message is {"role": "user", "content"} or {"role": "tool", "id", "content", "error", "refused"}.
 While playing, the worker may ask {"ask": "user_model", "messages": [...], "tools": [...] | null} and reads
 {"reply": {"text", "tool_calls": [{"name", "arguments"}]}}. A bad request is answered {"error": ...}.
-Run as `python toolsandbox_worker.py PARENT_PID`. The worker exits when its stdin closes or its parent process
-is gone, whatever it is doing.
+Run as `python toolsandbox_worker.py` with AMD_LIFELINE_FD naming a pipe that amd holds the write end of. The
+worker exits when its stdin closes or that pipe ends (amd is gone), whatever it is doing.
 """
 
 import hashlib
@@ -29,7 +29,6 @@ import os
 import random
 import sys
 import threading
-import time
 import traceback
 from importlib.metadata import version
 from inspect import getmodule
@@ -281,20 +280,19 @@ def conversation_active() -> bool:
     return bool(sandbox["conversation_active"][-1])
 
 
-def exit_with_parent(parent: int) -> None:
-    """End this process as soon as the process that started it (pid `parent`) is gone (killed, crashed), whatever
-    it is doing; also when it died while this one was still importing ToolSandbox."""
+def exit_with_parent() -> None:
+    """End this process as soon as the process that started it is gone (killed, crashed), whatever it is doing;
+    also when it died while this one was still importing ToolSandbox."""
 
     def watch():
-        while os.getppid() == parent:
-            time.sleep(0.5)
+        os.read(int(os.environ["AMD_LIFELINE_FD"]), 1)  # blocks until amd closes its end
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
 
 
 def main() -> None:
-    exit_with_parent(int(sys.argv[1]))
+    exit_with_parent()
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever ToolSandbox prints goes to stderr, not the protocol
     Worker(Channel(sys.stdin, protocol)).serve()

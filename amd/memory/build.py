@@ -9,10 +9,11 @@ from amd.errors import AmdError
 from amd.files import sha256_file
 from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
 from amd.memory.embed import get_embedder
-from amd.memory.method import BuildContext
+from amd.memory.method import BuildContext, check_options
 from amd.memory.writing import open_writer
-from amd.registry import MEMORY_METHODS, create_benchmark
+from amd.registry import create_benchmark, load_target
 from amd.schema import read_trajectories
+from amd.vocabulary import method_spec
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
 
@@ -24,7 +25,9 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     manifest. `benchmark_options` are the benchmark's own, as for `amd run` (e.g. where its data is)."""
     if concurrency < 1:
         raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
-    implementation = MEMORY_METHODS.load(method)()
+    spec = method_spec(method)
+    check_options(method, "build", dict(options or {}), spec.build_options)
+    implementation = load_target(spec.implementation)()
     embedder = get_embedder(embedder_spec)
     sources, records = _read_sources(trajectory_paths)
     groups = {record["task_id"]: record.get("task_group", record["task_id"]) for record in records}

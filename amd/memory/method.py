@@ -1,6 +1,6 @@
 """The memory-method interface, the machinery every method shares, and opening a bank for a run.
 
-A method (registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
+A method (its spec registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
 itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
 each user turn, after an error, after each finished episode (and at the start and end of the run, for methods
 that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an entry of the
@@ -20,7 +20,17 @@ from amd.memory.bank import Bank, BankContents, load_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pooled_view
 from amd.memory.protocols import memory_groups
-from amd.vocabulary import CROSS_SPLIT, SHARED, MemoryConfig, check_protocol, memory_config, memory_type
+from amd.registry import load_target
+from amd.vocabulary import (
+    CROSS_SPLIT,
+    PREFER_TEACHER,
+    SHARED,
+    MemoryConfig,
+    check_protocol,
+    memory_config,
+    memory_type,
+    method_spec,
+)
 
 log = logging.getLogger("amd.memory")
 
@@ -140,9 +150,7 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
     check_protocol(protocol)
     if config.method is None:
         return None
-    from amd.registry import MEMORY_METHODS
-
-    method = MEMORY_METHODS.load(config.method)()
+    spec = method_spec(config.method)
     bank = load_bank(bank_dir)
     built_by = bank.manifest["method"]["name"]
     if built_by != config.method:
@@ -152,22 +160,29 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
         log.warning("memory protocol 'shared': a task may retrieve memory distilled from itself (leaky; the "
                     "paper's main protocol)")
     options = dict(config.options) | dict(options or {})
-    prefer_teacher = options.pop("prefer_teacher", None)  # every method's run option (amd.memory.pool)
+    prefer_teacher = options.pop(PREFER_TEACHER, None)  # every method's run option (amd.memory.pool)
+    check_options(spec.name, "run", options, spec.run_options)
     settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
                                  options, prefer_teacher)
-    return method.open(bank, config, settings)
+    return load_target(spec.implementation)().open(bank, config, settings)
+
+
+def check_options(method: str, kind: str, given: dict, declared: dict) -> None:
+    """Every given option is one the method's spec declares (its values the method reads and checks itself)."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise AmdError(f"memory method {method} has no {kind} option {unknown}; options: "
+                       f"{', '.join(declared) or 'none'}")
 
 
 def per_type(given, config: MemoryConfig, what: str) -> dict:
     """Values by type name for the config's types: the types' defaults, overridden by `given` — one number for
     every type, or a dict by type code or name. A value for another type of the same method is allowed and
     unused; any other type is an error."""
-    from amd.registry import MEMORY_METHODS
-
     chosen = {t.name: t.default_k if what == "k" else t.default_delta for t in config.types}
     if isinstance(given, (int, float)) and not isinstance(given, bool):
         given = dict.fromkeys(chosen, given)
-    method_types = {t.name for t in MEMORY_METHODS.entry(config.method).meta["types"]}
+    method_types = {t.name for t in method_spec(config.method).types}
     for key, value in (given or {}).items():
         name = memory_type(key).name
         if name not in method_types:

@@ -43,13 +43,10 @@ def writer_flags(entry: dict, served: bool = False) -> str:
     return f"--writer {quoted(spec)}{extra}"
 
 
-def build_option_flags(method: str, representation: dict, represented: list[str]) -> str:
-    """--method and the bank's default representation, for the method's types that have representations."""
-    shown = [code for code in represented if code in representation]
-    flags = f"--method {method}"
-    if shown:
-        flags += " --option " + quoted("representation=" + ",".join(f"{c}={representation[c]}" for c in shown))
-    return flags
+def build_option_flags(method: str, options: dict) -> str:
+    """--method and its build options (an option whose text is None is left out)."""
+    return " ".join([f"--method {method}", *(f"--option {quoted(f'{key}={text}')}" for key, text in options.items()
+                                             if text is not None)])
 
 
 def benchmark_flags(tasks: list[str] | None, options: dict) -> str:

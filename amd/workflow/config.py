@@ -1,8 +1,9 @@
 """The workflow's config schema, completed from the vocabulary and the registries, and checking a config with it.
 
 `config.schema.yaml` holds the structure; the names that plug-ins add (benchmarks, memory methods and their
-configs and types, protocols, outputs, agent/writer/embedder spec kinds) are filled in here when it is loaded, so
-the schema can never disagree with `amd.vocabulary` or `amd.registry`.
+configs, types and run options, protocols, outputs, agent/writer/embedder spec kinds) and the sections of the
+methods' settings are filled in here when it is loaded, so the schema can never disagree with `amd.vocabulary` or
+`amd.registry`.
 """
 
 import re
@@ -14,7 +15,15 @@ import yaml
 
 from amd.llm.specs import MODEL_KINDS
 from amd.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
-from amd.vocabulary import PROMPTING, PROTOCOLS, REPRESENTATIONS, memory_configs, memory_types
+from amd.vocabulary import (
+    PREFER_TEACHER,
+    PROMPTING,
+    PROTOCOLS,
+    bank_settings,
+    memory_configs,
+    memory_types,
+    method_specs,
+)
 
 
 class ConfigError(Exception):
@@ -36,15 +45,36 @@ def config_schema() -> dict:
     defs["memory_config"]["enum"] = list(memory_configs())
     defs["memory_method"]["enum"] = MEMORY_METHODS.names()
     defs["memory_type"]["enum"] = [t.code for t in types]
-    defs["represented_type"]["enum"] = [t.code for t in types if t.representations]
-    defs["representation_form"]["enum"] = list(REPRESENTATIONS)
     defs["protocol"]["enum"] = list(PROTOCOLS)
     defs["prompting"]["enum"] = list(PROMPTING)
     defs["output"]["enum"] = OUTPUTS.names()
     defs["agent_spec"]["pattern"] = rf"^(?:{_alternatives(model_free)}|{model})$"
     defs["writer_spec"]["pattern"] = rf"^(?:rules|{model})$"
     defs["embedder_spec"]["pattern"] = rf"^(?:{_alternatives(EMBEDDERS.names())}):.+$"
+    _add_memory_options(schema["properties"]["defaults"]["properties"]["memory_options"])
+    _add_settings(schema)
     return schema
+
+
+def _add_memory_options(memory_options: dict) -> None:
+    """Each method's run options, of the kind its spec gives (and the pooled banks' option every method has)."""
+    memory_options["properties"] = {
+        spec.name: {"type": "object", "additionalProperties": False,
+                    "properties": {name: option.schema() for name, option in spec.run_options.items()}
+                    | {PREFER_TEACHER: {"type": "string"}}}
+        for spec in method_specs()}
+
+
+def _add_settings(schema: dict) -> None:
+    """A section of named values per setting (a build option the grid varies), a default and experiments' lists."""
+    experiment = schema["properties"]["experiments"]["additionalProperties"]["properties"]
+    for setting in bank_settings():
+        schema["properties"][setting.section] = {
+            "type": "object", "minProperties": 1, "propertyNames": {"$ref": "#/$defs/name"},
+            "additionalProperties": setting.schema,
+            "description": f"Named values of the build option {setting.option} (a cell's `{setting.key}`)"}
+        schema["properties"]["defaults"]["properties"][setting.key] = {"$ref": "#/$defs/name"}
+        experiment[setting.section] = {"$ref": "#/$defs/names"}
 
 
 def validate_config(config: dict) -> None:

@@ -13,30 +13,35 @@ from amd.analysis import layout
 from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
 from amd.vocabulary import (
     CROSS_SPLIT,
+    PREFER_TEACHER,
     ZERO_SHOT,
+    bank_settings,
     memory_config,
     memory_configs,
     memory_types,
+    method_spec,
     output_names,
-    plain_config,
 )
 from amd.workflow import args
+from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
 from amd.workflow.config import ConfigError, validate_config
 
-SELF_TEACHER = "self"  # a student distilling its own trajectories (the paper's Student Memory)
-TEACHER_WRITES = "teacher"  # the writer is the teacher itself (paper §3.1); Student Memory: the student
-# A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one.
+# A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
+# memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
 CELL_LISTS = {"benchmark": "benchmarks", "student": "students", "teacher": "teachers", "writer": "writers",
-              "embedder": "embedders", "representation": "representations", "memcfg": "memory_configs",
-              "protocol": "protocols", "seed": "seeds"}
-SECTIONS = ("benchmarks", "students", "teachers", "writers", "embedders", "representations")
+              "embedder": "embedders", "memcfg": "memory_configs", "protocol": "protocols", "seed": "seeds"}
+
+
+def cell_lists() -> dict:
+    """CELL_LISTS and each registered setting's key -> its config section."""
+    return CELL_LISTS | {setting.key: setting.section for setting in bank_settings()}
 
 
 class Grid:
     def __init__(self, config: dict):
         validate_config(config)
         self.config = config
-        self._check_names()
+        check_names(self)
 
     # ---- names and entries ---------------------------------------------------------------------------------
 
@@ -98,7 +103,10 @@ class Grid:
             return spec[key]
         if key == "seeds":
             return self.config["defaults"]["seeds"]
-        singular = next(name for name, plural in CELL_LISTS.items() if plural == key)
+        singular = next(name for name, plural in cell_lists().items() if plural == key)
+        if singular not in self.config["defaults"]:
+            raise ConfigError(f"config: experiments.{experiment}: a memory config whose method has the setting "
+                              f"{singular!r} needs `{key}` here or `defaults.{singular}`")
         return [self.config["defaults"][singular]]
 
     def base_k(self) -> dict:
@@ -130,8 +138,18 @@ class Grid:
                 cell["writer"] = cell["teacher"]
             cell["method"] = memory_config(cell["memcfg"]).method
             cell["probe"] = self.config["experiments"][experiment].get("probe", False)
-            for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
-                yield cell | {"k": k}
+            for built in self.build_values(experiment, cell["method"]):
+                for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
+                    yield cell | built | {"k": k}
+
+    def build_values(self, experiment: str, method: str | None) -> list[dict]:
+        """A memory cell's value of each setting of its method, with the `build` part of its paths."""
+        if method is None:
+            return [{}]
+        keys = [setting.key for setting in method_spec(method).settings]
+        lists = [self.setting(experiment, cell_lists()[key]) for key in keys]
+        return [dict(zip(keys, combo)) | {"build": layout.build_part(method, dict(zip(keys, combo)))}
+                for combo in itertools.product(*lists)]
 
     def run_path(self, cell: dict) -> str:
         if cell["memcfg"] == ZERO_SHOT:
@@ -144,14 +162,12 @@ class Grid:
         return layout.BANK_DIR.format(**(dict(wildcards) | {"method": memory_config(wildcards["memcfg"]).method}))
 
     @staticmethod
-    def frozen_run(wildcards) -> list[str]:
-        """What an online run waits for: the frozen run of its cell (the same types without options: the same bank,
-        protocol, k and seed), whose model replies it then finds in the response cache up to its first task that
-        retrieves differently. Other runs wait for nothing."""
-        if dict(memory_config(wildcards["memcfg"]).options).get("online", "").lower() != "true":
-            return []
-        frozen = plain_config(wildcards["memcfg"])
-        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": frozen}))] if frozen else []
+    def runs_first(wildcards) -> list[str]:
+        """What a memory run waits for: the run of the same cell (bank, protocol, k and seed) of the config its
+        method's spec names as `after` (e.g. AMD's online memory after the frozen run, whose model replies it then
+        finds in the response cache); other runs wait for nothing."""
+        after = memory_config(wildcards["memcfg"]).after
+        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": after}))] if after else []
 
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them); for a
@@ -267,10 +283,11 @@ class Grid:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
 
     def build_args(self, wildcards) -> str:
-        """--method and the bank's default rendering of the method's types that have representations."""
-        represented = [t.code for t in MEMORY_METHODS.entry(wildcards.method).meta["types"] if t.representations]
-        chosen = self.config["representations"][wildcards.representation]
-        return args.build_option_flags(wildcards.method, chosen, represented)
+        """--method and the build option of each setting of the method, from the value the bank's path names."""
+        names = layout.build_names(wildcards.method, wildcards.build)
+        options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
+                   for setting in method_spec(wildcards.method).settings}
+        return args.build_option_flags(wildcards.method, options)
 
     def pool_member_banks(self, wildcards) -> list[str]:
         """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
@@ -289,7 +306,7 @@ class Grid:
         split_seed = defaults["split_seed"] if wildcards.protocol == CROSS_SPLIT else None
         options = defaults.get("memory_options", {}).get(config.method, {})
         if "prefer" in self.pools().get(wildcards.teacher, {}):
-            options = options | {"prefer_teacher": self.pools()[wildcards.teacher]["prefer"]}
+            options = options | {PREFER_TEACHER: self.pools()[wildcards.teacher]["prefer"]}
         delta = defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
                                  layout.parse_k(wildcards.k), delta, split_seed, options)
@@ -322,64 +339,6 @@ class Grid:
 
     def serve_gpus(self, wildcards) -> int:
         return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
-
-    # ---- checks the schema cannot make ---------------------------------------------------------------------
-
-    def _check_names(self) -> None:
-        """Every name an experiment uses is defined, a teacher that writes its own memory has a model, and no
-        agent is both teacher and student."""
-        self._check_pools()
-        extra = {"teachers": {SELF_TEACHER: None} | self.agents() | self.pools(),
-                 "writers": {TEACHER_WRITES: None} | self.agents()}
-        for experiment in self.config["experiments"]:
-            for section in SECTIONS:
-                known = self.config[section] | extra.get(section, {})
-                for name in self.setting(experiment, section):
-                    if name not in known:
-                        raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
-                                          f"under `{section}`")
-            for cell in self.cells(experiment):
-                own = cell["writer"] == cell["teacher"]  # each teacher writes its own memory, a pool's members too
-                writers = self.distilled_teachers(cell["teacher"]) if own else [cell["writer"]]
-                for writer in writers:
-                    if cell["method"] and writer not in self.config["writers"] and not self.samples(self.agent(writer)):
-                        raise ConfigError(f"config: experiments.{experiment}: writer {writer!r} has no model to "
-                                          "write memory with; name a writer under `writers` (e.g. rules)")
-        self._check_probe()
-        clash = set(self.config["teachers"]) & set(self.config["students"])
-        if clash:
-            raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
-
-    def _check_pools(self) -> None:
-        """A pool's name is its own, its members are `teachers` entries, and it prefers one of them."""
-        for name, pool in self.pools().items():
-            if name in self.agents():
-                raise ConfigError(f"config: teacher_pools.{name}: the name is already an agent's; pick another")
-            for member in pool["teachers"]:
-                if member not in self.config["teachers"]:
-                    raise ConfigError(f"config: teacher_pools.{name}.teachers: {member!r} is not defined under "
-                                      "`teachers`")
-            if "prefer" in pool and pool["prefer"] not in pool["teachers"]:
-                raise ConfigError(f"config: teacher_pools.{name}.prefer: {pool['prefer']!r} is not one of its "
-                                  f"teachers {pool['teachers']}")
-
-    def _check_probe(self) -> None:
-        """A probe experiment compares teachers' memory on the config's probe set, which is part of the student
-        tasks."""
-        probes = [name for name, spec in self.config["experiments"].items() if spec.get("probe")]
-        if probes and "probe" not in self.config:
-            raise ConfigError(f"config: experiments.{probes[0]}.probe: no `probe` section gives the probe set "
-                              "(probe: {size: N, seed: S})")
-        for name in probes:
-            if ZERO_SHOT in self.config["experiments"][name]["memory_configs"]:
-                raise ConfigError(f"config: experiments.{name}.memory_configs: a probe compares teachers' memory; "
-                                  "zero_shot has none")
-        for benchmark, fixed in self.config.get("probe", {}).get("tasks", {}).items():
-            pool = self.config["benchmarks"].get(benchmark, {}).get("student_tasks")
-            outside = [task for task in fixed if pool is not None and task not in pool]
-            if benchmark not in self.config["benchmarks"] or outside:
-                raise ConfigError(f"config: probe.tasks.{benchmark}: the probe set must be part of the benchmark's "
-                                  f"student_tasks ({', '.join(outside) or 'benchmark not configured'})")
 
 
 def _uses(spec, *prefixes) -> int:

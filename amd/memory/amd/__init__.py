@@ -1,52 +1,5 @@
-"""AMD, the paper's method, as a registered memory method: successful trajectories distilled into workflow,
-subtask and function memory (`entries.py`, `writers.py`), retrieved and injected at task start and after errors
-(`retrieval.py`), rendered as prose or code (`render.py`, paper Table 4: both forms are stored). Beyond the paper,
-the run option `online` grows the bank with the student's own successes during a run (`online.py`)."""
-
-from collections import Counter
-
-from amd.errors import AmdError
-from amd.memory.amd.entries import BuildSettings, build_entries, successful
-from amd.memory.amd.render import check_representation, parse_representation
-from amd.memory.amd.retrieval import AmdHooks, flag
-from amd.memory.bank import BankContents
-from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
-
-BUILD_OPTIONS = ("representation", "prompts", "insights", "observation_chars")  # entries.BuildSettings: the others
-AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
-
-
-class AmdMemory:
-    name = "amd"
-    version = "1"
-
-    def build(self, records: list[dict], context) -> BankContents:
-        """Entries of the successful records (the first per task). Build option `representation` (e.g.
-        wf=prose,st=code,fn=code) is the bank's default rendering; both forms are stored either way."""
-        unknown = set(context.options) - set(BUILD_OPTIONS)
-        if unknown:
-            raise AmdError(f"memory method amd has no build option {sorted(unknown)}; options: "
-                           f"{', '.join(BUILD_OPTIONS)}")
-        representation = check_representation(parse_representation(context.options.get("representation", "")))
-        settings = BuildSettings.from_options(context.options)
-        used = successful(records)
-        results = context.map(lambda record: build_entries(record, context.benchmark(record["benchmark"]),
-                                                           context.writer.chat, settings=settings), used)
-        entries = {t.name: [entry for result in results for entry in getattr(result, t.name)] for t in AMD_TYPES}
-        audit = sum((result.audit for result in results), Counter())
-        return BankContents(
-            entries=entries, embedded={t.name: t.embedded for t in AMD_TYPES},
-            manifest={"representation": {"stored": list(REPRESENTATIONS), "default": representation},
-                      **({"build_settings": settings.describe()} if settings != BuildSettings() else {}),
-                      "successful_task_ids": sorted(record["task_id"] for record in used),
-                      "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}})
-
-    def open(self, bank, config, settings) -> AmdHooks:
-        if flag(settings.options.get("online", False), "online"):
-            from amd.memory.amd.online import OnlineAmdHooks
-
-            return OnlineAmdHooks(bank, config, settings)
-        stray = sorted(key for key in settings.options if key.startswith("online_"))
-        if stray:
-            raise AmdError(f"memory options {', '.join(stray)} need online=true (amd run --online)")
-        return AmdHooks(bank, config, settings)
+"""AMD, the paper's method (its spec: `spec.py`; the method: `method.py`): successful trajectories distilled into
+workflow, subtask and function memory (`entries.py`, `writers.py`), retrieved and injected at task start and after
+errors (`retrieval.py`), rendered as prose or code (`render.py`, paper Table 4: both forms are stored). Beyond the
+paper, the run option `online` grows the bank with the student's own successes during a run (`online.py`), and
+`tables.py` holds the tables of its variants. This file imports nothing, so reading the spec stays cheap."""

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from amd.memory.amd.spec import MAX_DECOMPOSE_SAMPLES
 from amd.memory.writing import json_array_in
 from amd.prompts import load_prompt
 
@@ -22,7 +23,7 @@ MAX_LABELS = 6
 # Sample i of a run whose seed is s is sent with seed SAMPLE_SEED_STRIDE * (s + 1) + i: never a run's own seed and
 # distinct across repeats, so no sample is another request's cached reply.
 SAMPLE_SEED_STRIDE = 1000
-MAX_SAMPLES = 99
+MAX_SAMPLES = MAX_DECOMPOSE_SAMPLES
 SAME_SUBTASK_JACCARD = 0.5  # two labels name one subtask when at least half of their words together are shared
 STOP_WORDS = frozenset({"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "at", "with", "from", "into",
                         "by", "my", "your", "all"})

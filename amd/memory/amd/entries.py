@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from amd.errors import AmdError
 from amd.memory.amd import writers
+from amd.memory.amd.spec import AMD_TYPES
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     OBSERVATION_CHARS,
@@ -23,7 +24,6 @@ from amd.memory.steps import (
     steps_of,
 )
 from amd.prompts import benchmark_prompt
-from amd.vocabulary import AMD_TYPES
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)

@@ -11,11 +11,10 @@ adds is the argument names and value formats that worked).
 import json
 
 from amd.errors import AmdError
+from amd.memory.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 from amd.memory.steps import one_line
 from amd.prompts import load_prompt
-from amd.vocabulary import AMD_TYPES, REPRESENTATIONS
 
-DEFAULT_REPRESENTATION = {t.name: t.default_representation for t in AMD_TYPES}
 SIGNATURE = "signature"
 FORMS = {t.name: (*REPRESENTATIONS, SIGNATURE) if t.name == "function" else REPRESENTATIONS for t in AMD_TYPES}
 SIGNATURE_RESULT_CHARS = 80

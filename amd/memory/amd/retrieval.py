@@ -3,8 +3,8 @@
 Proactive, at task start: top-k workflow entries by the instruction; the student decomposes the instruction into
 at most six subtask labels, each label retrieves top-k subtask segments, duplicates dropped; both go into the
 system prompt. With the run option `per_turn`, subtasks are retrieved by each user turn instead (as the authors
-did for BFCL): `true` appends them to the turn's user message, `system` puts them in the system prompt in place of
-the previous turn's (the release's BFCL `system_replace`). Reactive, after an error: the failing function's
+did for BFCL), appended to the turn's user message, or with `turn_memory=system` put in the system prompt in place
+of the previous turn's (the release's BFCL `system_replace`). Reactive, after an error: the failing function's
 records, looked up by name, ranked by cosine(instruction, record reasoning), top-k appended after the error. δ
 applies to the vector types only.
 
@@ -14,7 +14,7 @@ function doc (the argument and response schema App. C gives AppWorld's function 
 decomposes with the benchmark's own prompt where prompts/ has one (decompose_appworld.md: the paper's Fig. 15 is
 AppWorld's, with a login prior).
 
-Beyond the paper, two run options (each a registered config variant, amd.vocabulary AMD_VARIANTS):
+Beyond the paper, two run options (each a config variant of AMD's spec, amd.memory.amd.spec):
 `decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
 and retrieves by the labels the samples agree on (amd.memory.amd.decompose); `fn_gate=repeat` gives function memory
 for a function only from its second error in the task on (its first error gets no hint, recorded as withheld).
@@ -30,31 +30,26 @@ from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
 from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
+from amd.memory.amd.spec import RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records
 from amd.prompts import benchmark_prompt
 
-RUN_OPTIONS = ("per_turn", "representation", "decompose_samples", "decompose_temperature", "fn_gate", "online",
-               "online_writer", "online_dedup", "online_decay", "placement", "fn_doc", "prompts")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
-FN_GATES = ("always", "repeat")  # repeat: no function memory on a function's first error in the task
-IN_SYSTEM = "system"  # per_turn=system: the turn's subtasks replace the previous turn's in the system prompt
-PLACEMENTS = ("after", "before")  # where task-start memory goes: after the system prompt, or before it
-PROMPT_SETS = ("generic", "benchmark")  # prompts=benchmark: the benchmark's own prompts where prompts/ has them
+FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
+TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
+PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
+PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
 
 
 class AmdHooks(BankHooks):
     def __init__(self, bank, config, settings):
         super().__init__(bank, config, settings)
-        options = settings.options
-        unknown = set(options) - set(RUN_OPTIONS)
-        if unknown:
-            raise AmdError(f"memory method amd has no run option {sorted(unknown)}; options: {', '.join(RUN_OPTIONS)}")
-        per_turn = str(options.get("per_turn", False)).strip().lower()
-        if per_turn not in (*TRUE, *FALSE, IN_SYSTEM):
-            raise AmdError(f"memory option per_turn must be true, false or {IN_SYSTEM}, got {options['per_turn']!r}")
-        self.subtasks_in_system = per_turn == IN_SYSTEM
-        self.per_turn_subtasks = "subtask" in self.types and (self.subtasks_in_system or per_turn in TRUE)
+        options = settings.options  # their names are checked against the spec (amd.memory.method.open_memory)
+        self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
+        self.subtasks_in_system = _choice(options, "turn_memory", TURN_MEMORY) == "system"
+        if self.subtasks_in_system and not flag(options.get("per_turn", False), "per_turn"):
+            raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
         self.placement = _choice(options, "placement", PLACEMENTS)
         self.fn_doc = flag(options.get("fn_doc", False), "fn_doc")
         benchmarks = bank.manifest.get("benchmarks") or [None]
@@ -85,10 +80,10 @@ class AmdHooks(BankHooks):
                 self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
 
     def describe(self) -> dict:
-        per_turn = IN_SYSTEM if self.per_turn_subtasks and self.subtasks_in_system else self.per_turn_subtasks
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
-                     "per_turn": per_turn}
+                     "per_turn": self.per_turn_subtasks}
         # recorded only where set, so the runs made before these options existed still resume
+        described |= {"turn_memory": "system"} if self.subtasks_in_system and self.per_turn_subtasks else {}
         described |= {"placement": self.placement} if self.placement != PLACEMENTS[0] else {}
         described |= {"fn_doc": True} if self.fn_doc else {}
         described |= {"decompose_prompt": self.decompose_prompt} if self.decompose_prompt != "decompose" else {}

@@ -1,0 +1,49 @@
+"""What the tables and figures share: the student runs of a runs frame with their memory label, the mean over
+seeds of each cell, and a stable order by a list of names."""
+
+import pandas as pd
+
+from amd.errors import AmdError
+from amd.vocabulary import memory_configs
+
+MEMORY_ORDER = [*memory_configs(), "student_memory"]
+
+
+def teacher_models(runs: pd.DataFrame) -> dict:
+    teachers = runs[runs["role"] == "teacher"]
+    return dict(zip(teachers["teacher"], teachers["model"]))
+
+
+def _memory_label(row) -> str:
+    if row["role"] == "memory" and row["teacher"] == row["student"]:
+        return "student_memory"
+    return row["memcfg"]
+
+
+def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean over seeds (and std, run count) of each cell named by `keys`."""
+    grouped = runs.groupby(keys, dropna=False, sort=False)
+    table = grouped.agg(
+        model=("model", "first"),
+        success=("success_rate", "mean"),
+        std=("success_rate", "std"),
+        runs=("success_rate", "size"),
+        tasks=("n_tasks", "max"),
+        mean_steps=("mean_steps", "mean"),
+    ).reset_index()
+    table["std"] = table["std"].fillna(0.0)
+    return table
+
+
+def student_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    students = runs[runs["role"].isin(["zero_shot", "memory", "other"])].copy()
+    if students.empty:
+        raise AmdError("no student runs among --runs")
+    students["memory"] = students.apply(_memory_label, axis=1)
+    students["student"] = students["student"].fillna(students["model"])
+    return students
+
+
+def order_by(table: pd.DataFrame, column: str, order: list) -> pd.DataFrame:
+    rank = {name: i for i, name in enumerate(order)}
+    return table.sort_values(column, key=lambda s: s.map(lambda v: rank.get(v, len(rank))), kind="stable")

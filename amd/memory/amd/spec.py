@@ -1,0 +1,106 @@
+"""AMD's spec (amd.spec.MethodSpec): its three memory types, its named configs (the paper's and the variants beyond
+it), its build and run options, and its own tables. Imports nothing heavy: every layer reads it."""
+
+from amd.spec import Config, MemoryType, MethodSpec, Option, Setting
+
+# The paper's three memories (Section 3.2). δ: the authors' values for text-embedding-3-small (their release).
+WORKFLOW = MemoryType("wf", "workflow", embedded="query", lookup="vector", default_k=1, default_delta=0.30)
+SUBTASK = MemoryType("st", "subtask", embedded="description", lookup="vector", default_k=1, default_delta=0.45)
+FUNCTION = MemoryType("fn", "function", embedded="reasoning", lookup="name", default_k=1, default_delta=None)
+AMD_TYPES = (WORKFLOW, SUBTASK, FUNCTION)
+# How each type is rendered (paper Table 4): both forms are stored; the defaults are the paper's best.
+REPRESENTATIONS = ("prose", "code")
+DEFAULT_REPRESENTATION = {WORKFLOW.name: "prose", SUBTASK.name: "code", FUNCTION.name: "code"}
+MAX_DECOMPOSE_SAMPLES = 99
+
+FULL = ("wf", "st", "fn")
+CONFIGS = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": FULL, "wf_fn": ("wf", "fn"), "st_only": ("st",),
+           "fn_only": ("fn",)}
+# Beyond the paper: variants of the full config (run options of amd.memory.amd.retrieval). Checked decomposition:
+# 5 sampled decompositions merged by agreement; gated function memory: hints from a function's second error on;
+# compressed function memory: one line per function. Online memory (amd.memory.amd.online): the bank grows with the
+# student's own successes during the run; it runs after the frozen run of its cell, whose replies it finds cached.
+VARIANTS = {
+    "wf_st_fn_checked": Config(FULL, {"decompose_samples": 5}),
+    "wf_st_fn_gated": Config(FULL, {"fn_gate": "repeat"}),
+    "wf_st_fn_signature": Config(FULL, {"representation": "fn=signature"}),
+    "wf_st_fn_gated_signature": Config(FULL, {"fn_gate": "repeat", "representation": "fn=signature"}),
+    "wf_st_fn_online": Config(FULL, {"online": True}, after="wf_st_fn"),
+}
+
+REPRESENTATION_HELP = ("the rendering per memory type, e.g. wf=prose,st=code,fn=code (prose or code; function memory "
+                       "also signature, one line per function); a type left out keeps its default")
+RUN_OPTIONS = {
+    "per_turn": Option("bool", "retrieve subtask memory by each user turn instead of at task start"),
+    "representation": Option("text", REPRESENTATION_HELP + " (over the bank's)"),
+    "decompose_samples": Option("int", "checked decomposition: decompose the instruction this many times and "
+                                "retrieve by the labels the samples agree on", minimum=1,
+                                maximum=MAX_DECOMPOSE_SAMPLES),
+    "decompose_temperature": Option("number", "the sampling temperature of the extra decompositions (> 0)",
+                                    minimum=0),
+    "fn_gate": Option("text", "repeat: function memory only from a function's second error in the task on",
+                      choices=("always", "repeat")),
+    "online": Option("bool", "online memory: the bank grows with the student's successes during the run, tasks "
+                     "run one at a time in task order", flag="--online"),
+    "online_writer": Option("text", "online memory: who distils a success (rules, student or a model spec; "
+                            "default the bank's writer)"),
+    "online_dedup": Option("number", "online memory: the cosine from which a new entry is a near-duplicate",
+                           minimum=0, maximum=1.01),
+    "online_decay": Option("number", "online memory: rank lost per net failure", minimum=0, maximum=1),
+    # The paper's and its release's settings (README, The paper's harnesses)
+    "turn_memory": Option("text", "where subtasks retrieved per turn go: after the user message, or in the system "
+                          "message in place of the previous turn's (the release's system_replace)",
+                          choices=("user", "system")),
+    "placement": Option("text", "where task-start memory goes: after the system prompt, or before it (the paper "
+                        "prepends it)", choices=("after", "before")),
+    "fn_doc": Option("bool", "function hints carry each function's doc (its argument and response schema, App. C)"),
+    "prompts": Option("text", "benchmark: decompose with the benchmark's own prompt where prompts/ has one (the "
+                      "paper's Fig. 15, with a login prior)", choices=("generic", "benchmark")),
+}
+BUILD_OPTIONS = {
+    "representation": Option("text", "the bank's default " + REPRESENTATION_HELP),
+    "prompts": Option("text", "benchmark: the model writer uses the benchmark's own workflow and segmentation "
+                      "prompts where prompts/ has them (the paper's Figs. 13-14)", choices=("generic", "benchmark")),
+    "insights": Option("text", "an insight over the word limit is rejected, or cut to it (trim, as the release keeps "
+                       "it)", choices=("reject", "trim")),
+    "observation_chars": Option("int", "where entries cut observations (the release: 500)", minimum=20),
+}
+
+
+def representation_text(chosen: dict) -> str | None:
+    """A config's named representation ({wf: prose, ...}) as the build option's text, in type order."""
+    return ",".join(f"{t.code}={chosen[t.code]}" for t in AMD_TYPES if t.code in chosen) or None
+
+
+REPRESENTATION = Setting(
+    option="representation", section="representations", key="representation", text=representation_text,
+    schema={"type": "object", "description": "How each memory type is written, e.g. {wf: prose, st: code, fn: code} "
+            "(the paper's Table 4); a type left out keeps its default.",
+            "propertyNames": {"enum": [t.code for t in AMD_TYPES]},
+            "additionalProperties": {"enum": list(REPRESENTATIONS)}})
+
+ONLINE_FIELDS = {
+    "memory": {"online": {
+        "type": "object",
+        "description": "Online memory (amd run --online; amd.memory.amd.online): the bank grows during the run. "
+        "writer: who distils the student's successes (rules, student or a model spec); dedup: the cosine at or above "
+        "which a new entry is a near-duplicate; decay: rank lost per net failure. The run's history is "
+        "RUN.online.jsonl beside the run file.",
+        "required": ["writer", "dedup", "decay"],
+        "properties": {"writer": {"type": "string"}, "dedup": {"type": "number"}, "decay": {"type": "number"}}}},
+    "injection": {
+        "online": {"type": "boolean", "description": "Online memory only: whether the entry was added during this "
+                   "run (distilled from an earlier task's success) rather than taken from the frozen bank."},
+        "rank_penalty": {"type": "number", "description": "Online memory only, where non-zero: how far the entry "
+                         "ranked below its cosine similarity because tasks that retrieved it failed (decay x net "
+                         "failures)."}},
+}
+
+TABLES = "amd.memory.amd.tables"
+SPEC = MethodSpec(
+    name="amd", implementation="amd.memory.amd.method:AmdMemory", title="AMD", types=AMD_TYPES,
+    configs=CONFIGS | VARIANTS, build_options=BUILD_OPTIONS, run_options=RUN_OPTIONS, settings=(REPRESENTATION,),
+    table1=("wf_st_fn",), proposed=True, detail_columns=f"{TABLES}:detail_columns", record_fields=ONLINE_FIELDS,
+    tables={name: f"{TABLES}:{name}" for name in ("table4_representation", "decomposition_check",
+                                                   "function_gating", "online_vs_frozen")},
+)

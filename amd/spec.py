@@ -1,0 +1,122 @@
+"""What a memory method declares about itself, beside its code: its `MethodSpec`.
+
+A spec is a small module-level constant (amd/memory/amd/spec.py is AMD's) that imports nothing heavy, so listing
+every method's types, configs and options costs no import of the methods themselves. `amd.registry` names each
+spec (or an installed package declares it under the entry point group `amd.memory_methods`); `amd.vocabulary`
+collects them, and the command line, the config schema, the workflow and the analysis ask them instead of naming
+a method, an option or a config.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+KINDS = ("bool", "int", "number", "text")
+
+
+@dataclass(frozen=True)
+class MemoryType:
+    code: str  # short name in flags, config keys and result paths: --k wf=1, k_wf1_st1
+    name: str  # the name entries and injection records carry: "workflow"
+    embedded: str  # the entry field whose embedding is stored (and searched, unless looked up by name)
+    lookup: str  # "vector": top-k by cosine to a query; "name": the records of a failing function, ranked by cosine
+    default_k: int
+    default_delta: float | None  # minimum cosine of a vector search; None: no threshold
+
+
+@dataclass(frozen=True)
+class Option:
+    """A build option (`amd memory build --option KEY=VALUE`) or run option (`amd run --memory-option KEY=VALUE`,
+    the config's `defaults.memory_options`) of a method. The method reads the value itself (from text on the
+    command line); `kind` and the bounds are what the config schema checks."""
+
+    kind: str  # bool, int, number or text
+    help: str
+    choices: tuple[str, ...] = ()  # text: the values allowed (none: any)
+    minimum: float | None = None
+    maximum: float | None = None
+    flag: str | None = None  # a bool run option with a flag of its own in `amd run`: FLAG is KEY=true
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"option kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.flag is not None and self.kind != "bool":
+            raise ValueError(f"option flag {self.flag}: only a bool option has a flag of its own")
+
+    def schema(self) -> dict:
+        """The JSON schema of the option's value in a config."""
+        schema = {"type": {"bool": "boolean", "int": "integer", "number": "number", "text": "string"}[self.kind],
+                  "description": self.help}
+        if self.choices:
+            schema["enum"] = list(self.choices)
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        return schema
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A build option that the workflow varies like a teacher or an embedder: the config names values of it under
+    `section` (e.g. representations: {NAME: VALUE}), a cell takes one by name (`defaults.KEY`, an experiment's
+    `section` list), and the paths of the method's banks and runs carry that name. A method without settings has
+    none of this in its paths."""
+
+    option: str  # the build option it sets
+    section: str  # the config section of named values
+    key: str  # a cell's key, a path's wildcard and a column of the runs frame
+    schema: dict  # the JSON schema of one named value
+    text: Callable[[object], str | None]  # a named value as the build option's text (None: leave the option out)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A named memory config: the method's types it uses and the run options it stands for (a variant of its
+    method, e.g. gated function memory); options given for a run override them. `after`: another config whose run
+    of the same cell the workflow finishes first (e.g. to find its model replies in the response cache)."""
+
+    types: tuple[str, ...]
+    options: dict = field(default_factory=dict)
+    after: str | None = None
+
+
+@dataclass(frozen=True, eq=False)  # one spec is one object: compared and hashed by identity
+class MethodSpec:
+    name: str
+    implementation: str  # "module:Class" of the method (amd.memory.method.MemoryMethod), imported when used
+    types: tuple[MemoryType, ...]
+    configs: dict  # config name -> Config, or a tuple of type codes (a config without options)
+    build_options: dict = field(default_factory=dict)  # name -> Option
+    run_options: dict = field(default_factory=dict)  # name -> Option
+    settings: tuple[Setting, ...] = ()  # build options the workflow varies (their names are in the paths)
+    title: str = ""  # how tables and figures name the method (default: its name)
+    # Table 1: its configs shown there (None: every config; (): the method stays out of Table 1); `proposed`: the
+    # paper's method, shown last in Table 1, whose first Table 1 config is the one Table 3 and Figures 3-4 show.
+    table1: tuple[str, ...] | None = None
+    proposed: bool = False
+    tables: dict = field(default_factory=dict)  # its own tables: name -> "module:function" (runs frame -> table)
+    detail_columns: str | None = None  # "module:function": a run's records -> the columns its tables read
+    # What its runs add to the trajectory record, as JSON schema properties: {"memory": {...}, "injection": {...}}
+    record_fields: dict = field(default_factory=dict)
+    released_for: tuple[str, ...] = ()  # a baseline: the benchmarks the AMD authors' release has its code for
+    reconstructed: str | None = None  # a baseline: what is ours (the note of table1_main)
+
+    def __post_init__(self):
+        configs = {name: declared if isinstance(declared, Config) else Config(tuple(declared))
+                   for name, declared in self.configs.items()}
+        object.__setattr__(self, "configs", configs)
+        codes = {t.code for t in self.types}
+        for name, config in configs.items():
+            unknown = [code for code in config.types if code not in codes]
+            stray = [key for key in config.options if key not in self.run_options]
+            if unknown or stray or (config.after is not None and config.after not in configs):
+                raise ValueError(f"memory method {self.name}, config {name}: unknown types {unknown}, run options "
+                                 f"{stray} or config after {config.after!r}")
+        options = [setting.option for setting in self.settings if setting.option not in self.build_options]
+        if options:
+            raise ValueError(f"memory method {self.name}: settings of unknown build options {options}")
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
+
+    def table1_configs(self) -> tuple[str, ...]:
+        return tuple(self.configs) if self.table1 is None else self.table1

@@ -1,0 +1,127 @@
+"""The jobs of a config's grid (amd.workflow.grid): every teacher run, memory build, student run and probe run
+once, with the tasks each runs where they can be known before it runs."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from amd.analysis import layout
+from amd.errors import AmdError
+from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT
+
+
+@dataclass
+class Job:
+    path: str  # what the job makes: a run file or a bank folder
+    kind: str  # teacher, bank, student, probe
+    benchmark: str
+    agent: str  # config name of who calls a model: the acting agent, or the bank's writer
+    spec: str
+    memcfg: str = ZERO_SHOT
+    tasks: list[str] | None = None  # the task ids, where known
+    n_tasks: float | None = None  # else how many (None: unknown)
+    method: str | None = None  # a bank's memory method
+
+
+class TaskPools:
+    """The tasks of each job: the config's lists, else the benchmark's own listing (loaded once), else the count
+    in `estimate.benchmarks`; probe sets drawn as `amd probe` draws them; cross_split runs on the evaluation side."""
+
+    def __init__(self, grid):
+        self.grid, self.config = grid, grid.config
+        self._listings: dict[str, list[str] | None] = {}
+        self.notes: list[str] = []
+
+    def listing(self, benchmark: str) -> list[str] | None:
+        if benchmark not in self._listings:
+            self._listings[benchmark] = self._list(benchmark)
+        return self._listings[benchmark]
+
+    def _list(self, benchmark: str) -> list[str] | None:
+        from amd.registry import create_benchmark
+
+        try:
+            opened = create_benchmark(benchmark, **self.config["benchmarks"][benchmark].get("options", {}))
+            try:
+                return opened.task_ids()
+            finally:
+                opened.close()
+        except (AmdError, OSError, ImportError) as error:
+            self.notes.append(f"{benchmark}: cannot list its tasks here ({error}); the task count comes from "
+                              f"estimate.benchmarks.{benchmark}.tasks where given")
+            return None
+
+    def count(self, benchmark: str) -> int | None:
+        return self.config.get("estimate", {}).get("benchmarks", {}).get(benchmark, {}).get("tasks")
+
+    def tasks(self, benchmark: str, role: str) -> tuple[list[str] | None, float | None]:
+        listed = self.config["benchmarks"][benchmark].get(f"{role}_tasks") or self.listing(benchmark)
+        return (listed, len(listed)) if listed else (None, self.count(benchmark))
+
+    def student_tasks(self, cell: dict) -> tuple[list[str] | None, float | None]:
+        from amd.memory.protocols import MEMORY_FRACTION, eval_task_ids
+        from amd.probe import probe_tasks
+
+        tasks, count = self.tasks(cell["benchmark"], "student")
+        if cell["method"] and cell["protocol"] == CROSS_SPLIT:
+            bank = self.grid.bank_path(cell)
+            if tasks is not None and os.path.exists(bank):
+                held_out = set(eval_task_ids(bank, self.config["defaults"]["split_seed"]))
+                tasks = [task for task in tasks if task in held_out]
+                count = len(tasks)
+            else:
+                tasks, count = None, None if count is None else round(count * (1 - MEMORY_FRACTION))
+        if cell["probe"]:
+            probe = self.config["probe"]
+            fixed = probe.get("tasks", {}).get(cell["benchmark"])
+            if fixed:
+                return fixed, len(fixed)
+            if tasks is not None:
+                chosen = probe_tasks(tasks, min(probe["size"], len(tasks)), probe["seed"])
+                return chosen, len(chosen)
+            return None, None if count is None else min(probe["size"], count)
+        return tasks, count
+
+
+def grid_jobs(grid, pools: TaskPools) -> list[Job]:
+    """Every model-calling job of the grid once: teacher runs and banks of memory cells, every student run."""
+    jobs: dict[str, Job] = {}
+    for experiment in grid.config["experiments"]:
+        for cell in grid.cells(experiment):
+            benchmark = cell["benchmark"]
+            for member in grid.distilled_teachers(cell["teacher"]) if cell["method"] else ():
+                # a pool's bank joins its members' banks (no model calls): the members' runs and banks are the cost
+                own = cell | {"teacher": member, "writer": member if cell["writer"] == cell["teacher"] else cell["writer"]}
+                teacher_tasks, teacher_count = pools.tasks(benchmark, "teacher")
+                teacher = layout.TEACHER_RUN.format(**own)
+                jobs.setdefault(teacher, Job(teacher, "teacher", benchmark, member, grid.agent(member)["spec"],
+                                             tasks=teacher_tasks, n_tasks=teacher_count))
+                bank = grid.bank_path(own)
+                jobs.setdefault(bank, Job(bank, "bank", benchmark, own["writer"], grid.writer(own["writer"])["spec"],
+                                          cell["method"], teacher_tasks, teacher_count, cell["method"]))
+            path = grid.run_path(cell)
+            tasks, count = pools.student_tasks(cell)
+            jobs.setdefault(path, Job(path, "probe" if cell["probe"] else "student", benchmark, cell["student"],
+                                      grid.agent(cell["student"])["spec"], cell["memcfg"], tasks, count))
+    return list(jobs.values())
+
+
+def job_table(jobs: list[Job]) -> pd.DataFrame:
+    return pd.DataFrame([{"job": job.path, "kind": job.kind, "benchmark": job.benchmark, "agent": job.agent,
+                          "spec": job.spec, "memory": job.memcfg, "tasks": job.n_tasks,
+                          "status": _status(job)} for job in jobs])
+
+
+def _status(job: Job) -> str:
+    if job.kind == "bank":
+        return "done" if (Path(job.path) / "manifest.json").exists() else "to run"
+    return "done" if Path(job.path).exists() else "to run"  # `amd run` resumes a partial file
+
+
+def job_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Jobs and tasks per kind, model and status (a task count unknown where the benchmark cannot list its tasks)."""
+    grouped = table.groupby(["kind", "spec", "status"], sort=False)
+    return grouped.agg(jobs=("job", "size"), tasks=("tasks", lambda tasks: tasks.sum(min_count=1))).reset_index()
+
