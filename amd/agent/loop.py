@@ -61,6 +61,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "n_steps": len(steps),
         "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
         "model_requests": sum(s.pop("_requests") for s in steps),
+        **({"user_calls": verdict.user_calls} if verdict.user_calls else {}),
         "wall_time_s": round(time.monotonic() - started, 3),
     }
 

@@ -19,6 +19,10 @@ PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task r
                  "cross_split: memory from 70 % of the groups, scored on the rest; shared: the paper's setting, a "
                  "task may retrieve its own memory); a dash: no memory. The paper's numbers were measured under "
                  "shared, so they appear only beside shared rows (and zero-shot and teacher rows).")
+COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: the agent, the student calls of its "
+             "memory method, a user simulator and the writer that built its bank (the whole build, in every run "
+             "that reads it); US dollars from data/prices.csv, 0 for models served here (local:, vllm:); a dash: "
+             "unknown (`amd score` says why).")
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
@@ -57,7 +61,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
             "protocol": row.protocol, "success": row.success,
             "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
-            "runs": row.runs, "tasks": row.tasks,
+            "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens, "cost_usd": row.cost_usd,
             "paper": reference.value("table1_main", row.benchmark, row.model, row.memory,
                                      None if row.memory == ZERO_SHOT else models.get(row.teacher),
                                      row.protocol),
@@ -71,6 +75,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
 def _teacher_row(teacher: pd.Series, reference) -> dict:
     return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
             "protocol": None, "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
             "paper": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher")}
 
 
@@ -108,7 +113,8 @@ def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     ]
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "teacher", "success", "std", "runs", "tasks", "paper"]]
+        ["benchmark", "student", "memory", "protocol", "teacher", "success", "std", "runs", "tasks", "tokens",
+         "cost_usd", "paper"]]
 
 
 def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
@@ -117,6 +123,7 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     for _, teacher in runs[runs["role"] == "teacher"].iterrows():
         rows.append({"benchmark": teacher["benchmark"], "teacher": teacher["teacher"], "acting": "teacher itself",
                      "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
+                     "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
                      "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
     students, proposed = student_runs(runs), proposed_config()
     cells = aggregate(students[students["memory"] == proposed],
@@ -124,6 +131,7 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
                      "protocol": row.protocol, "success": row.success, "runs": row.runs, "tasks": row.tasks,
+                     "tokens": row.tokens, "cost_usd": row.cost_usd,
                      "paper": reference.value("table3_teacher", row.benchmark, row.model, proposed,
                                               models.get(row.teacher), row.protocol)})
     if not rows:
@@ -136,7 +144,8 @@ def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
     table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "mean ± std", "success", "std", "runs", "tasks"]]
+        ["benchmark", "student", "memory", "protocol", "mean ± std", "success", "std", "runs", "tasks", "tokens",
+         "cost_usd"]]
 
 
 def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +163,7 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
     table = aggregate(pd.concat(parts), ["benchmark", "student", "protocol", "memory"])
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
-        ["benchmark", "student", "protocol", "memory", "success", "std", "runs", "tasks"]]
+        ["benchmark", "student", "protocol", "memory", "success", "std", "runs", "tasks", "tokens", "cost_usd"]]
 
 
 def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
@@ -187,6 +196,8 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
     if "protocol" in table.columns:
         lines.append(f"Note: {PROTOCOL_NOTE}")
+    if "cost_usd" in table.columns:
+        lines.append(f"Note: {COST_NOTE}")
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -63,6 +63,7 @@ class Verdict:
     details: dict
     decoded_calls: list  # per turn, per step, canonical call strings
     step_limit_scored: bool = False  # see counted_success
+    user_calls: dict | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
 
 
 def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:

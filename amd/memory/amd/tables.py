@@ -37,7 +37,7 @@ def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
     table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation,
                                       protocol=row.protocol) for row in table.itertuples()]
     return table[["benchmark", "student", "representation", "memory", "protocol", "success", "std", "runs", "tasks",
-                  "paper"]]
+                  "tokens", "cost_usd", "paper"]]
 
 
 DECOMPOSITION_OPTIONS = {"decompose_samples"}
