@@ -98,7 +98,8 @@ def recheck(path) -> list[str]:
         for record in read_trajectories(path):
             name = record["benchmark"]
             benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
-            verdict = counted_success(benchmark.rescore(record), record["status"], benchmark.step_limit_scored)
+            verdict = counted_success(benchmark.rescore(record), record["status"],
+                                      benchmark.record_step_limit_scored(record))
             if verdict != record["success"]:
                 mismatched.append(record["task_id"])
     finally:

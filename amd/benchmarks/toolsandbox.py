@@ -147,6 +147,7 @@ class ToolSandboxEpisode:
         first = self._request({"op": "start", "scenario": task_id})
         self.tools = first.get("tools", [])  # none when the scenario ended before the agent's first turn
         self.system_message = "\n\n".join(first.get("system", []))  # ToolSandbox's system message to the agent
+        self.official_history = {"tool_names": True}  # how ToolSandbox's own OpenAI agent writes its history
         self._opening = _user_text(first) if self._ended is None else None
         self.instruction = self._opening or ""
         self._schema = ToolSchema(self.tools)

@@ -17,7 +17,7 @@ import logging
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
-from amd.memory.amd.entries import build_entries
+from amd.memory.amd.entries import BuildSettings, build_entries
 from amd.memory.amd.retrieval import AmdHooks
 from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
 from amd.memory.writing import RULES, open_writer
@@ -104,7 +104,8 @@ class OnlineAmdHooks(AmdHooks):
         if record["success"] is not True:
             return event
         chat, usage = self._counted(self._writer_chat(task))
-        built = build_entries(record, self.benchmark, chat, types=self.types)
+        built = build_entries(record, self.benchmark, chat, types=self.types,
+                              settings=BuildSettings.described(self.bank.manifest.get("build_settings")))
         event["writer"] = usage
         event["audit"] = dict(built.audit)
         shared = self.settings.protocol == SHARED
