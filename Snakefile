@@ -22,6 +22,7 @@ include: "rules/student.smk"
 include: "rules/probe.smk"
 include: "rules/score.smk"
 include: "rules/analysis.smk"
+include: "rules/view.smk"
 include: "rules/plan.smk"
 
 

@@ -18,3 +18,9 @@ def load_prompt(name: str) -> str:
     if not template.is_file():
         raise AmdError(f"missing prompt template {name}.md in {TEMPLATES}")
     return template.read_text(encoding="utf-8")
+
+
+def benchmark_prompt(name: str, benchmark: str | None) -> str:
+    """`NAME_BENCHMARK` where prompts/ has one written for that benchmark (e.g. decompose_appworld), else NAME."""
+    specific = f"{name}_{benchmark}"
+    return specific if benchmark and (TEMPLATES / f"{specific}.md").is_file() else name

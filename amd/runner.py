@@ -132,9 +132,8 @@ class CountedChat:
     def __call__(self, *args, **kwargs):
         reply = self._chat(*args, **kwargs)
         with self._lock:
-            for key, value in (("replies", reply.error is None), ("requests", reply.requests),
-                               ("prompt", reply.prompt_tokens), ("completion", reply.completion_tokens)):
-                self.usage[key] += int(value)
+            for key in self.usage:
+                self.usage[key] += int(reply.usage()[key])
         return reply
 
 

@@ -1,17 +1,20 @@
-"""`amd score`: a readable table of success rate, steps, tokens, requests and replies cut by the token limit per run
-file; optional official re-check."""
+"""`amd score`: a readable table of success rate, steps, tokens, requests, replies cut by the token limit and cost
+(tokens and US dollars, writer and user simulator included: amd.cost) per run file; optional official re-check."""
 
 import json
 import sys
 from pathlib import Path
 
 from amd.benchmarks.base import counted_success
+from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.schema import read_trajectories
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "mean_steps", "prompt_tokens",
-           "completion_tokens", "model_requests", "cut_replies"]
+           "completion_tokens", "model_requests", "cut_replies", "memory_tokens", "user_tokens", "writer_tokens",
+           "total_tokens", "usd"]
+COST_ROLES = ("memory", "user", "writer")  # the agent's own tokens are prompt_tokens + completion_tokens
 CUT = "length"  # the finish_reason of a reply the server cut at the token limit
 
 
@@ -73,7 +76,16 @@ def summarize(path) -> dict:
         "success_%": round(metrics["success_rate"], 2),
         "mean_steps": round(metrics["mean_steps"], 2),
         **{key: metrics[key] for key in ("prompt_tokens", "completion_tokens", "model_requests", "cut_replies")},
+        **cost_columns(run_cost(records, path)),
     }
+
+
+def cost_columns(cost: dict) -> dict:
+    """Tokens per role beside the agent's, the total and US dollars (None: unknown); the parts and notes too."""
+    by_role = {role: [part["tokens"] for part in cost["parts"] if part["role"] == role] for role in COST_ROLES}
+    return {**{f"{role}_tokens": None if None in tokens else sum(tokens) for role, tokens in by_role.items()},
+            "total_tokens": cost["tokens"], "usd": None if cost["usd"] is None else round(cost["usd"], 4),
+            "cost": cost["parts"], "cost_notes": cost["notes"]}
 
 
 def recheck(path) -> list[str]:
@@ -86,7 +98,8 @@ def recheck(path) -> list[str]:
         for record in read_trajectories(path):
             name = record["benchmark"]
             benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
-            verdict = counted_success(benchmark.rescore(record), record["status"], benchmark.step_limit_scored)
+            verdict = counted_success(benchmark.rescore(record), record["status"],
+                                      benchmark.record_step_limit_scored(record))
             if verdict != record["success"]:
                 mismatched.append(record["task_id"])
     finally:
@@ -96,7 +109,7 @@ def recheck(path) -> list[str]:
 
 
 def format_table(rows: list[dict]) -> str:
-    cells = [COLUMNS] + [[str(row[column]) for column in COLUMNS] for row in rows]
+    cells = [COLUMNS] + [["—" if row[column] is None else str(row[column]) for column in COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
     lines = ["  ".join(value.ljust(width) for value, width in zip(line, widths)) for line in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -106,6 +119,9 @@ def format_table(rows: list[dict]) -> str:
 def score_from_args(args) -> int:
     rows = [summarize(path) for path in args.files]
     print(format_table(rows))
+    for row in rows:
+        for note in row["cost_notes"]:
+            print(f"{row['file']}: cost: {note}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=1)

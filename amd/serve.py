@@ -1,8 +1,10 @@
 """`amd serve-run`: run one command against a vLLM server that lives exactly as long as the command.
 
-Starts `vllm serve MODEL --host 127.0.0.1 --port PORT ...` on a free port, waits until /v1/models answers,
-runs the command with every `{base_url}` in its arguments replaced by http://127.0.0.1:PORT/v1, and always
-stops the server (its whole process group) afterwards, also when the job is cancelled (SIGTERM).
+Starts `vllm serve MODEL --enable-prompt-tokens-details --host 127.0.0.1 --port PORT ...` on a free port (without
+that flag vLLM's usage leaves out the prompt tokens its prefix cache served, which amd records per step), waits
+until /v1/models answers, runs the command with every `{base_url}` in its arguments replaced by
+http://127.0.0.1:PORT/v1, and always stops the server (its whole process group) afterwards, also when the job is
+cancelled (SIGTERM).
 
     amd serve-run --model Qwen/Qwen3-4B --serve-args "--enable-auto-tool-choice --tool-call-parser hermes" \\
         -- amd run bfcl --agent "vllm:Qwen/Qwen3-4B@{base_url}" --out run.jsonl
@@ -21,6 +23,7 @@ from amd.net import free_port, wait_for_models
 
 log = logging.getLogger("amd.serve")
 PLACEHOLDER = "{base_url}"
+USAGE_FLAGS = ("--enable-prompt-tokens-details",)  # usage.prompt_tokens_details.cached_tokens in every reply
 
 
 def register(subparsers) -> None:
@@ -39,7 +42,7 @@ def _serve_run_command(args) -> int:
     command = args.served_command[1:] if args.served_command[:1] == ["--"] else args.served_command
     if not command:
         raise AmdError("serve-run: no command given after --")
-    server = [args.vllm, "serve", args.model, *shlex.split(args.serve_args)]
+    server = [args.vllm, "serve", args.model, *USAGE_FLAGS, *shlex.split(args.serve_args)]
     return serve_and_run(server, command, startup_timeout=args.startup_timeout)
 
 

@@ -98,6 +98,12 @@ class MethodSpec:
     detail_columns: str | None = None  # "module:function": a run's records -> the columns its tables read
     # What its runs add to the trajectory record, as JSON schema properties: {"memory": {...}, "injection": {...}}
     record_fields: dict = field(default_factory=dict)
+    # "module:function"s for what a run holds beside its records (e.g. an online run's history): run_usage(records,
+    # run path) -> the model usage its records do not show, [{"role", "spec", "prompt", "completion"}], or an item
+    # {"role", "spec", "known": False, "note"} where it cannot say (amd.cost); run_entries(run path) -> {id: entry}
+    # of the entries the run added to its bank (amd view)
+    run_usage: str | None = None
+    run_entries: str | None = None
     released_for: tuple[str, ...] = ()  # a baseline: the benchmarks the AMD authors' release has its code for
     reconstructed: str | None = None  # a baseline: what is ours (the note of table1_main)
 

@@ -72,6 +72,15 @@ class MemoryCalls(TypedDict):
     completion: int
 
 
+class UserCalls(TypedDict):
+    spec: str  # the user simulator's model
+    replies: int  # replies it gave (cached ones included)
+    requests: int  # HTTP requests sent for them
+    prompt: int
+    completion: int
+    cached_prompt: NotRequired[int]
+
+
 class Tokens(TypedDict):
     prompt: int
     completion: int
@@ -99,5 +108,6 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "tokens": Tokens,
     "model_requests": NotRequired[int],
     "memory_calls": NotRequired[MemoryCalls],
+    "user_calls": NotRequired[UserCalls],  # a simulated user's model (ToolSandbox)
     "wall_time_s": float,
 })  # functional form: `schema` would shadow a TypedDict class attribute

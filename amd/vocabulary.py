@@ -54,6 +54,14 @@ def method_spec(name: str) -> MethodSpec:
     return spec
 
 
+def run_method(memory: dict) -> MethodSpec | None:
+    """The spec of the method behind a run's memory setting (the trajectory's `memory`); None for zero-shot or a
+    method not registered here."""
+    config = memory_configs().get(memory["config"])
+    method = memory.get("method") or (config.method if config else None)
+    return method_spec(method) if method in MEMORY_METHODS.names() else None
+
+
 def method_specs() -> list[MethodSpec]:
     return [method_spec(name) for name in MEMORY_METHODS.names()]
 

@@ -11,6 +11,7 @@ from amd.analysis.cli import register
 from amd.analysis.reference import load_reference, setting
 from amd.analysis.runs import load_runs
 from amd.analysis.tables import AVG
+from amd.cost import price_table
 from amd.errors import AmdError
 from amd.memory.amd import tables as amd_tables
 from amd.schema import validate
@@ -183,6 +184,23 @@ def test_table1_avg_row_is_the_mean_over_benchmarks_and_its_paper_number_the_pap
     assert pd.isna(avg[avg["memory"] == "zero_shot"]["paper"].iloc[0])  # ToolSandbox's 91 scenarios: none there
 
 
+def test_tables_carry_each_run_s_tokens_and_dollars_mean_over_seeds(grid, tmp_path):
+    table = tables.table1_main(load_runs(grid))
+    teacher = table.iloc[0]  # gpt-5-mini: 21 steps of 10 prompt and 1 completion tokens, priced by data/prices.csv
+    price = price_table()["openai:gpt-5-mini"]
+    assert teacher["tokens"] == 231 and teacher["cost_usd"] == pytest.approx((210 * price.input + 21 * price.output)
+                                                                             / 1e6)
+    amd = table[(table["agent"] == "qwen3_4b") & (table["memory"] == "wf_st_fn")].iloc[0]
+    assert amd["tokens"] == (11 * 18 + 11 * 20) / 2 and amd["cost_usd"] == 0.0  # a vLLM student served here costs nothing
+    unpriced = grid + [write_run(tmp_path, layout.ZERO_SHOT_RUN.format(benchmark="bfcl", student="mystery", seed=0),
+                                 [(True, 1)], "openai:mystery-model")]
+    ablation = tables.table2_ablation(load_runs(unpriced)).set_index("student")
+    assert pd.isna(ablation.loc["mystery", "cost_usd"]) and ablation.loc["mystery", "tokens"] == 11
+    tables.write_table("table2_ablation", ablation.reset_index(), tmp_path / "t.csv", tmp_path / "t.md")
+    row = next(line for line in (tmp_path / "t.md").read_text().splitlines() if "| mystery " in line)
+    assert row.split("|")[-3].strip() == "—"  # cost_usd, before the paper column
+
+
 def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path):
     table = tables.table1_main(load_runs(grid))
     tables.write_table("table1_main", table, tmp_path / "t.csv", tmp_path / "t.md")
@@ -190,7 +208,8 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
     assert "successes and failures" in notes[2] and notes[3].startswith("Note: protocol:")
-    assert notes[4].startswith("Note: setting: paper = the paper's own") and len(notes) == 5
+    assert notes[4].startswith("Note: setting: paper = the paper's own")
+    assert notes[5].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 6
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
     assert amd_only.attrs["notes"] == []
 

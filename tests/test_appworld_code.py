@@ -121,10 +121,10 @@ class ScriptedAgent:
     def __init__(self, codes):
         self.codes = list(codes)
 
-    def begin(self, tools, memory_text):
+    def begin(self, tools, memory_text, memory_first=False):
         pass
 
-    def add_user(self, text, memory_text=""):
+    def add_user(self, text, memory_text="", memory_in_system=False):
         pass
 
     def act(self):

@@ -54,8 +54,10 @@ def test_data_version_identifies_package_and_files(bench):
 def test_unknown_task_id_and_options_are_clear_errors(bench):
     with pytest.raises(AmdError, match=r"'multi_turn_base_200'.*did you mean"):
         bench.start("multi_turn_base_200")
-    with pytest.raises(AmdError, match="no options.*split"):
+    with pytest.raises(AmdError, match="no option.*split.*options: harness"):
         BfclMultiTurn(split="test")
+    with pytest.raises(AmdError, match="harness must be one of amd, official"):
+        BfclMultiTurn(harness="paper")
 
 
 @pytest.mark.parametrize("task_id", ["multi_turn_base_0", "multi_turn_base_57", "multi_turn_base_199"])

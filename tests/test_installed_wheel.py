@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_INPUTS = ("pyproject.toml", "amd", "prompts", "data")
+BUILD_INPUTS = ("pyproject.toml", "amd", "prompts", "data", "templates")
 STUDENT_RUN = "results/bfcl/student-oracle/zero_shot/seed0/trajectories.jsonl"
 MEMORY_RUN = "results/bfcl/student-oracle/oracle-rules-hash64-amd/wf/shared/k_wf1/seed0/trajectories.jsonl"
 
@@ -79,8 +79,11 @@ def test_wheel_carries_every_module_prompt_and_data_file(installed):
     names = set(zipfile.ZipFile(wheel).namelist())
     modules = {path.relative_to(ROOT).as_posix() for path in (ROOT / "amd").rglob("*.py")}
     prompts = {f"amd/prompt_templates/{path.name}" for path in (ROOT / "prompts").glob("*.md")}
-    assert modules <= names and prompts <= names
-    assert {"amd/trajectory.schema.json", "amd/reference_data/paper_reference.csv"} <= names
+    pages = {f"amd/page_templates/{path.name}" for ext in ("html", "css", "js")
+             for path in (ROOT / "templates").glob(f"*.{ext}")}
+    assert modules <= names and prompts <= names and pages <= names and len(pages) == 3
+    assert {"amd/trajectory.schema.json", "amd/reference_data/paper_reference.csv",
+            "amd/reference_data/prices.csv"} <= names
 
 
 def test_installed_copy_is_imported_and_reads_its_own_package_data(installed):
@@ -107,6 +110,7 @@ def test_installed_cli_builds_a_bank_and_a_table_outside_the_checkout(installed)
     run([amd, "run", "bfcl", "--agent", "oracle", "--limit", "3", "--no-progress", "--memory", "bank",
          "--memory-config", "wf", "--protocol", "shared", "--k", "wf=1", "--out", MEMORY_RUN], outside)
     run([amd, "table", "table2_ablation", "--runs", STUDENT_RUN, MEMORY_RUN, "--out", "t2.csv", "t2.md"], outside)
+    run([amd, "view", MEMORY_RUN, "--against", STUDENT_RUN, "--bank", "bank", "--out", "view.html"], outside)
 
     records = [json.loads(line) for line in (outside / STUDENT_RUN).read_text().splitlines()]
     calls = sum(len(step["calls"]) for record in records for turn in record["turns"] for step in turn["steps"])
@@ -118,3 +122,5 @@ def test_installed_cli_builds_a_bank_and_a_table_outside_the_checkout(installed)
     assert [(row["memory"], float(row["success"]), int(row["tasks"])) for row in rows] == [
         ("zero_shot", 100.0, 3), ("student_memory", 100.0, 3)]
     assert (outside / "t2.md").read_text().startswith("**Table 2")
+    page = (outside / "view.html").read_text()  # the wheel's own page template, style and script
+    assert "<h1>wf on bfcl beside zero_shot</h1>" in page and "Paired over 3 tasks" in page

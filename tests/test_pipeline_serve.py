@@ -1,6 +1,7 @@
 """`amd serve-run` with a fake `vllm` executable: the command gets the live URL, the server always stops."""
 
 import argparse
+import json
 import os
 import sys
 import textwrap
@@ -94,7 +95,8 @@ def test_cli_entry_substitutes_the_url_and_names_a_missing_executable(fake_vllm,
                               "--serve-args", "--max-model-len 8192", "--",
                               sys.executable, "-c", CLIENT, "{base_url}", str(answer)])
     assert args.handler(args) == 0
-    assert "8192" in answer.read_text()
+    served_args = json.loads(answer.read_text())["data"][0]["args"]
+    assert "8192" in served_args and "--enable-prompt-tokens-details" in served_args
     args = parser.parse_args(["serve-run", "--model", "m", "--vllm", str(tmp_path / "no-vllm"), "--", "true"])
     with pytest.raises(AmdError, match="not found"):
         args.handler(args)

@@ -77,7 +77,7 @@ def test_default_config_plans_the_small_ablation(workdir):
     where, env = workdir
     jobs = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2"))
     assert jobs == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1, "run_student_memory": 2,
-                    "score_run": 4, "make_table": 3, "make_figure": 1, "all": 1, "total": 14}
+                    "score_run": 4, "view_run": 3, "make_table": 3, "make_figure": 1, "all": 1, "total": 17}
 
 
 def child_cpu_seconds() -> float:
@@ -215,36 +215,41 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     table = (where / "results/tables/table2_ablation.md").read_text()
     assert "wf_st_fn" in table and "not the paper's effect sizes" in table
     assert (where / "results/fig3_steps.pdf").read_bytes().startswith(b"%PDF")
+    memory_run = "results/agentdojo/student-qwen15/oracle-rules-minilm-amd/wf_st_fn/self_excluded/k_wf1_st1_fn1/seed0"
+    assert "<h1>wf_st_fn on agentdojo beside zero_shot</h1>" in (where / memory_run / "view.html").read_text()
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2")) == {}
     snakemake(where, env, "--report", "report.html", "--cores", "1")
     html = (where / "report.html").read_text()
     assert "Tables" in html and "Figures" in html and "table2_ablation" in html
 
-    # k of subtask memory: only the wf_st_fn runs use it, frozen and online (new paths), then their scores, the tables
-    # and the figure
+    # k of subtask memory: only the wf_st_fn runs use it, frozen and online (new paths), then their scores and pages,
+    # the tables and the figure
     k = overlay(where, "k.yaml", {"defaults": {"k": {"wf": 1, "st": 2, "fn": 1}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", k)) == {
-        "run_student_memory": 2, "score_run": 2, "make_table": 3, "make_figure": 1, "all": 1, "total": 9}
+        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 3, "make_figure": 1, "all": 1,
+        "total": 11}
 
     # the embedder's subtask delta: a params change of the two runs that retrieve subtask memory
     delta = overlay(where, "delta.yaml", {"embedders": {"minilm": {"spec": "local:all-minilm-l6-v2",
                                                                    "delta": {"wf": 0.32, "st": 0.5}}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", delta)) == {
-        "run_student_memory": 2, "score_run": 2, "make_table": 3, "make_figure": 1, "all": 1, "total": 9}
+        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 3, "make_figure": 1, "all": 1,
+        "total": 11}
 
     # sampling temperature: every student run, never the oracle teacher or the memory bank
     temperature = overlay(where, "t.yaml", {"run": {"temperature": 0.7}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", temperature)) == {
-        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "make_table": 3, "make_figure": 1,
-        "all": 1, "total": 11}
+        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "view_run": 3, "make_table": 3,
+        "make_figure": 1, "all": 1, "total": 14}
 
-    # one more student: its two runs and scores, then the outputs; teacher and bank are reused
+    # one more student: its two runs, scores and pages, then the outputs; teacher and bank are reused
     student = overlay(where, "s.yaml", {"experiments": {"ablation": {"students": ["qwen15", "qwen05"]}}})
     calls_log = where / "amd_calls.jsonl"
     before = len(calls_log.read_text().splitlines())
     snakemake(where, env, "all", "--cores", "2", "--configfile", student)
     calls = [json.loads(line) for line in calls_log.read_text().splitlines()[before:]]
-    assert sorted(call[0] for call in calls) == ["figure", "run", "run", "score", "score", "table", "table"]
+    assert sorted(call[0] for call in calls) == ["figure", "run", "run", "score", "score", "table", "table", "view",
+                                                 "view"]
     assert all("local:qwen2.5-coder-0.5b" in call for call in calls if call[0] == "run")
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", student)) == {}
 

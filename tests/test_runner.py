@@ -27,10 +27,10 @@ def oracle_spec(benchmark, **overrides):
 class AlwaysCalls:
     """An agent that never stops calling add(n=1)."""
 
-    def begin(self, tools, memory_text):
+    def begin(self, tools, memory_text, memory_first=False):
         self.memory_text = memory_text
 
-    def add_user(self, text, memory_text=""):
+    def add_user(self, text, memory_text="", memory_in_system=False):
         pass
 
     def act(self):
@@ -120,7 +120,7 @@ def test_step_limit_per_turn_force_quits_the_task():
 
 def test_step_limit_per_task_counts_over_turns():
     class CallOnceThenReply(AlwaysCalls):
-        def add_user(self, text, memory_text=""):
+        def add_user(self, text, memory_text="", memory_in_system=False):
             self.calls_left = 3
 
         def act(self):

@@ -139,6 +139,13 @@ def test_the_user_model_plays_toolsandbox_user_and_a_rerun_makes_no_request(scri
     assert len(new) == 1 and re.fullmatch(r"'[0-9a-f-]{36}'", new[0]["messages"][-1]["content"])
     rerun = records_of(where / "rerun.jsonl")
     assert {t: r["success"] for t, r in rerun.items()} == {t: r["success"] for t, r in scripted["records"].items()}
+    # each task records what its user simulator took: one reply here, its tokens again when it came from the cache
+    first = {task: record["user_calls"] for task, record in scripted["records"].items()}
+    assert sum(calls["requests"] for calls in first.values()) == len(to_user)
+    assert all(calls["spec"] == f"vllm:scripted@{server.url}" and calls["replies"] == 1 and calls["prompt"] > 0
+               for calls in first.values())
+    assert {task: record["user_calls"] for task, record in rerun.items()} == {
+        task: calls | {"requests": 0} for task, calls in first.items()}
 
 
 @needs_engine

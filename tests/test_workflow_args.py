@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from amd.analysis import layout
 from amd.cli import build_parser
 from amd.workflow import args
 from amd.workflow.config import ConfigError, config_schema
@@ -95,6 +96,26 @@ def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
                 assert build.method == cell["method"]
             commands += 1
     assert commands > 0
+
+
+@pytest.mark.parametrize("files", [("config.yaml",), ("config.yaml", "paper.yaml")])
+def test_each_student_run_has_a_page_beside_its_zero_shot_run_with_its_bank(files):
+    grid = Grid(load_config(*files))
+    views = [path for path in grid.all_targets() if path.endswith("/view.html")]
+    assert views and len(views) == len(grid.student_runs)
+    paired = 0
+    for view in views:
+        run = view.removesuffix("/view.html").removeprefix("results/")
+        parsed = parse_shell(f"amd view {layout.run_of_view(run)} {grid.view_args(Wildcards(run=run))} --out {view}")
+        cell = layout.describe_run(layout.run_of_view(run))
+        if cell["role"] == "zero_shot":
+            assert parsed.against is None and parsed.bank is None
+            continue
+        zero_shot = layout.ZERO_SHOT_RUN.format(**cell)
+        assert parsed.against == (zero_shot if zero_shot in grid.student_runs else None)
+        assert parsed.bank == grid.bank_path(cell)
+        paired += parsed.against is not None
+    assert paired >= 2  # the default's wf_st_fn and wf_st_fn_online runs, beside its zero-shot run
 
 
 def test_memory_flags_carry_the_method_run_options():

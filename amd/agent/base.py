@@ -27,10 +27,12 @@ class Agent(Protocol):
     def create(cls, episode: Episode, model) -> "Agent":
         """A fresh agent for one episode; `model` is an open amd.llm.ChatModel, or None when not needed."""
 
-    def begin(self, tools: list[dict], memory_text: str) -> None:
-        """Start the conversation: tool docs, then any memory text, in the system prompt."""
+    def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
+        """Start the conversation: tool docs, then any memory text (before them with `memory_first`), in the
+        system prompt."""
 
-    def add_user(self, text: str, memory_text: str = "") -> None: ...
+    def add_user(self, text: str, memory_text: str = "", memory_in_system: bool = False) -> None:
+        """A user turn, with memory text after it (or, `memory_in_system`, as the system prompt's turn memory)."""
 
     def act(self) -> AgentReply:
         """One step: the model's reply and the actions parsed from it."""

@@ -26,6 +26,11 @@ class Injection:
     # What the method decided beside its injections (a checked decomposition, hints it withheld); recorded as the
     # trajectory's `memory_details` (task start) or the step's (after an error) when not empty.
     details: dict = field(default_factory=dict)
+    # Where it goes (the paper's and its release's placements): at task start, `first` puts the text before the
+    # system prompt instead of after it; at a user turn, `in_system` puts it in the system prompt, replacing the
+    # previous turn's, instead of after the user message (the release's BFCL `system_replace`).
+    first: bool = False
+    in_system: bool = False
 
 
 @dataclass
@@ -47,10 +52,10 @@ class MemoryHooks(Protocol):
         """The trajectory's `memory` field: config, method, bank, bank_sha256, protocol, k, delta."""
 
     def task_start(self, task: TaskContext) -> Injection:
-        """Text for the system prompt (after the tool docs), at task start."""
+        """Text for the system prompt (after the tool docs, or before the prompt with `first`), at task start."""
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
-        """Text appended to a user turn."""
+        """Text appended to a user turn (or, with `in_system`, the system prompt's memory for this turn)."""
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         """A hint block appended after an error observation."""

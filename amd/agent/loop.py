@@ -2,16 +2,19 @@
 
 Per user turn the agent acts until it answers with no call; more than `max_steps_per_turn` steps in one turn, or
 `max_steps` over the task, force-quits the task (scored as failed, as the official harness does). An episode whose
-harness caps only the task (`caps_turns` False) gets `max_steps` for its turns too. The environment may end the
-task after a step (the agent called its completion function). Memory enters at three points: the system prompt at
-start, each user turn, after an error (`amd.agent.hooks`).
+harness caps only the task (`caps_turns` False) gets `max_steps` for its turns too. An episode that follows its
+official harness's turn loop (`official_turns`, BFCL's `harness=official`) has no task cap, allows
+`max_steps_per_turn` executed steps and then the closing reply in each turn (bfcl-eval force-quits on the step
+after the 20th), and ends a turn at a reply whose calls cannot all be decoded, as bfcl-eval's loop does. The
+environment may end the task after a step (the agent called its completion function). Memory enters at three
+points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`).
 """
 
 import time
 from dataclasses import dataclass
 
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
-from amd.benchmarks.base import caps_turns, counted_success
+from amd.benchmarks.base import caps_turns, counted_success, official_turns
 
 
 @dataclass
@@ -32,7 +35,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
     """Run one task to the end and return the task part of its trajectory record."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
-    agent.begin(episode.tools, system.text)
+    agent.begin(episode.tools, system.text, memory_first=system.first)
     turns: list[dict] = []
     status, error = "finished", None
     try:
@@ -58,6 +61,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "n_steps": len(steps),
         "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
         "model_requests": sum(s.pop("_requests") for s in steps),
+        **({"user_calls": verdict.user_calls} if verdict.user_calls else {}),
         "wall_time_s": round(time.monotonic() - started, 3),
     }
 
@@ -65,17 +69,19 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
 def _run_turns(agent, episode, limits, task, memory, turns) -> None:
     total_steps = 0
     last_reply = None
+    official = official_turns(episode)
     per_turn = limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps
+    requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()
-        agent.add_user(user, injected.text)
+        agent.add_user(user, injected.text, memory_in_system=injected.in_system)
         turn = {"user": user, "steps": [], "injected_memory": injected.records}
         turns.append(turn)
-        for _ in range(per_turn):
-            if total_steps >= limits.max_steps:
+        for _ in range(requests_per_turn):
+            if not official and total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text, finished = _run_step(agent, episode, task, memory)
+            step, reply_text, finished = _run_step(agent, episode, task, memory, official)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
@@ -88,9 +94,10 @@ def _run_turns(agent, episode, limits, task, memory, turns) -> None:
             raise _StepLimit(f"more than {per_turn} steps in turn {len(turns)}")
 
 
-def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
-    """One model step. Returns the step record, the reply text when the turn ended (a reply with no call), and
-    whether the environment ended the episode (task complete, conversation closed)."""
+def _run_step(agent, episode, task, memory, official: bool = False) -> tuple[dict, str | None, bool]:
+    """One model step. Returns the step record, the reply text when the turn ended (a reply with no call, or under
+    `official` one with a call that cannot be decoded, recorded as refused and never run), and whether the
+    environment ended the episode (task complete, conversation closed)."""
     reply = agent.act()
     step = {
         "model_text": reply.text,
@@ -109,6 +116,10 @@ def _run_step(agent, episode, task, memory) -> tuple[dict, str | None, bool]:
     if reply.error is not None:
         return step, None, False
     if not reply.proposals:
+        return step, reply.text, False
+    if official and any(proposal.malformed for proposal in reply.proposals):
+        step["rejected"] = [{"text": p.source, "reason": p.malformed or "in a reply with an undecodable call"}
+                            for p in reply.proposals]
         return step, reply.text, False
     outcome = episode.execute(reply.proposals)
     step.update(calls=[vars(call) for call in outcome.calls], rejected=outcome.rejected,

@@ -9,7 +9,8 @@ An item counts as a call only when it carries arguments. Small models echo the t
 ({"name", "description", "parameters": {"type", "properties"}}) or report {"name", "result"}: those are not calls.
 
 Code-action replies (`parse_code_reply`) carry Python in ```python fences; the code is handed to the environment,
-which runs it in its own sandbox. It is never run here.
+which runs it in its own sandbox. It is never run here. `parse_first_code_block` takes the first block only, as the
+ACE harness of the paper's release does (AppWorld's `code_blocks=first`).
 """
 
 import ast
@@ -19,6 +20,7 @@ import re
 from amd.benchmarks.base import Proposal
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n((?:(?!```).)*)\Z", re.DOTALL)  # never closed
 CODE_LANGUAGES = {"python", "py", "python3", ""}
 NO_CODE = "the reply has no ```python code block; write the code to run in one"
 JSON_START = re.compile(r"[\[{]")
@@ -145,3 +147,17 @@ def parse_code_reply(text: str) -> list[Proposal]:
     if not code:
         return [Proposal(source=text, malformed=NO_CODE)]
     return [Proposal(source=code, code=code)]
+
+
+def parse_first_code_block(text: str) -> tuple[list[Proposal], str]:
+    """The reply's first Python block alone, and the reply up to that block's end (what the conversation keeps).
+    A block the token limit cut before its closing fence runs as written, and the kept reply gets the fence."""
+    text = text or ""
+    for match in FENCE.finditer(text):
+        code = match.group(2).strip()
+        if match.group(1).lower() in CODE_LANGUAGES and code:
+            return [Proposal(source=code, code=code)], text[: match.end()]
+    opened = OPEN_FENCE.search(text)
+    if opened and opened.group(1).lower() in CODE_LANGUAGES and (code := opened.group(2).strip()):
+        return [Proposal(source=code, code=code)], text.rstrip() + "\n```"
+    return [Proposal(source=text, malformed=NO_CODE)], text

@@ -31,6 +31,8 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         runs=("success_rate", "size"),
         tasks=("n_tasks", "max"),
         mean_steps=("mean_steps", "mean"),
+        tokens=("tokens", "mean"),
+        cost_usd=("cost_usd", lambda costs: pd.to_numeric(costs).mean(skipna=False)),  # unknown stays unknown
     ).reset_index()
     table["std"] = table["std"].fillna(0.0)
     return table

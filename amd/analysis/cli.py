@@ -1,4 +1,5 @@
-"""`amd table NAME --runs F... --out X.csv X.md` and `amd figure NAME --runs F... --out X.pdf`."""
+"""`amd table NAME --runs F... --out X.csv X.md`, `amd figure NAME --runs F... --out X.pdf` and
+`amd view RUN.jsonl [--against OTHER.jsonl] [--bank BANK] --out RUN.html` (amd.analysis.viewer)."""
 
 from amd.errors import AmdError
 from amd.vocabulary import output_names
@@ -19,6 +20,14 @@ def register(subparsers) -> None:
     figure.add_argument("--note", default="", help="printed under the figure")
     figure.set_defaults(handler=make_figure)
 
+    view = subparsers.add_parser("view", help="one self-contained HTML page of a run's tasks: steps, calls, "
+                                              "observations, injected memory, verdicts")
+    view.add_argument("run", help="trajectory file (JSONL)")
+    view.add_argument("--against", help="another run over the same tasks, shown beside it (e.g. its zero-shot run)")
+    view.add_argument("--bank", help="the memory bank the run read: each injected entry's text is shown too")
+    view.add_argument("--out", required=True, help="HTML path")
+    view.set_defaults(handler=make_view)
+
 
 def make_table(args) -> int:
     from amd.analysis.runs import load_runs
@@ -37,4 +46,14 @@ def make_figure(args) -> int:
     from amd.analysis.runs import load_runs
 
     write_figure(args.name, load_runs(args.runs), args.out, note=args.note)
+    return 0
+
+
+def make_view(args) -> int:
+    from amd.analysis.viewer import write_view
+
+    if not args.out.endswith(".html"):
+        raise AmdError(f"--out wants an .html path, got {args.out}")
+    page = write_view(args.run, args.out, against_path=args.against, bank_dir=args.bank)
+    print(f"amd view: {len(page['tasks'])} tasks -> {args.out}")
     return 0

@@ -29,6 +29,7 @@ TABLE = "results/tables/{table}.{ext}"
 ESTIMATE = "results/plan/estimate.{ext}"  # amd plan --estimate: the grid's cost before launch
 SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
+RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
 
 
 WILDCARDS = {"seed": r"[0-9]+", "build": BUILD}
@@ -61,6 +62,15 @@ def build_names(method: str, part: str) -> dict:
     names = part.split("-")[1:]
     keys = [setting.key for setting in method_spec(method).settings]
     return dict(zip(keys, names)) if len(names) == len(keys) else {}
+
+
+def view_path(run_path: str) -> str:
+    return run_path.removesuffix(RUN_FILE) + VIEW_FILE
+
+
+def run_of_view(run: str) -> str:
+    """The run file of a page, from the path between results/ and /view.html (the view rule's `run` wildcard)."""
+    return f"results/{run}/{RUN_FILE}"
 
 
 def format_k(k: dict, type_codes) -> str:

@@ -5,11 +5,12 @@ import re
 import pandas as pd
 
 from amd.analysis.layout import describe_run
+from amd.cost import run_cost
 from amd.errors import AmdError
-from amd.registry import MEMORY_METHODS, load_target
+from amd.registry import load_target
 from amd.schema import read_trajectories
 from amd.score import expected_tasks, run_metrics
-from amd.vocabulary import bank_settings, memory_configs, method_spec
+from amd.vocabulary import bank_settings, run_method
 
 BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "protocol")
 
@@ -28,11 +29,12 @@ def model_name(record: dict) -> str:
 
 
 def summarize_run(path) -> dict:
-    """One row: the run's cell plus success rate (%), mean steps and token totals over its tasks."""
+    """One row: the run's cell plus success rate (%), mean steps, token totals over its tasks and its cost."""
     records = read_trajectories(path)
     if not records:
         raise AmdError(f"{path}: run file has no tasks")
     metrics = run_metrics(records, expected_tasks(path))
+    cost = run_cost(records, path)
     cell = describe_run(path)
     k = cell.pop("k", {})
     row = {column: cell.get(column) for column in cell_columns()}
@@ -50,6 +52,8 @@ def summarize_run(path) -> dict:
         "task_ids": frozenset(metrics["success_by_task"]),
         **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
                                          "completion_tokens", "success_by_task", "steps_by_task")},
+        # every role's tokens (agent, memory, user simulator, the bank's writer) and their US dollars (amd.cost)
+        "tokens": cost["tokens"], "cost_usd": cost["usd"],
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
         **method_columns(records),
@@ -68,11 +72,8 @@ def summarize_run(path) -> dict:
 def method_columns(records: list[dict]) -> dict:
     """The columns the run's memory method computes for its own tables (its spec's `detail_columns`), e.g. what its
     variants record beside their injections; none for a run without memory."""
-    memory = records[0]["memory"]
-    config = memory_configs().get(memory["config"])
-    method = memory.get("method") or (config.method if config else None)
-    detail_columns = method_spec(method).detail_columns if method in MEMORY_METHODS.names() else None
-    return load_target(detail_columns)(records) if detail_columns else {}
+    spec = run_method(records[0]["memory"])
+    return load_target(spec.detail_columns)(records) if spec and spec.detail_columns else {}
 
 
 def load_runs(paths) -> pd.DataFrame:

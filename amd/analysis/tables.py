@@ -22,6 +22,10 @@ PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task r
 AVG = "avg"  # Table 1's Avg: the mean over its benchmarks
 NOT_IN_THE_PAPER_TEXT = ("The paper's {table} numbers are not in the text of arXiv 2608.07169 this was read from "
                          "(its caption only{said}), so no paper column.")
+COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: the agent, the student calls of its "
+             "memory method, a user simulator and the writer that built its bank (the whole build, in every run "
+             "that reads it); US dollars from data/prices.csv, 0 for models served here (local:, vllm:); a dash: "
+             "unknown (`amd score` says why).")
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
@@ -62,7 +66,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
             "protocol": row.protocol, "setting": setting("table1_main", row.protocol, row.temperature),
             "success": row.success, "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
-            "runs": row.runs, "tasks": row.tasks,
+            "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens, "cost_usd": row.cost_usd,
             "paper": paper_value(reference, "table1_main", row, row.memory, models),
         })
     table = pd.DataFrame(rows)
@@ -84,6 +88,7 @@ def _teacher_row(table: str, teacher: pd.Series, reference) -> dict:
     return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
             "protocol": None, "setting": setting(table, None, teacher["temperature"]),
             "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
             "paper": reference.value(table, teacher["benchmark"], teacher["model"], "teacher",
                                      tasks=teacher["n_tasks"], temperature=teacher["temperature"])}
 
@@ -101,8 +106,8 @@ def average_rows(table: pd.DataFrame) -> list[dict]:
         if set(group["benchmark"]) != benchmarks or len(group) != len(benchmarks):
             continue
         rows.append({**dict(zip(keys, names)), "benchmark": AVG, "success": group["success"].mean(),
-                     "delta": _mean_of_all(group["delta"]), "runs": None, "tasks": None,
-                     "paper": _mean_of_all(group["paper"])})
+                     "delta": _mean_of_all(group["delta"]), "runs": None, "tasks": None, "tokens": None,
+                     "cost_usd": None, "paper": _mean_of_all(group["paper"])})
     return rows
 
 
@@ -142,7 +147,7 @@ def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
         ["benchmark", "student", "memory", "protocol", "setting", "teacher", "success", "std", "runs", "tasks",
-         "paper"]]
+         "tokens", "cost_usd", "paper"]]
 
 
 def settings_of(table_name: str, table: pd.DataFrame) -> list[str]:
@@ -155,19 +160,20 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, teacher in runs[runs["role"] == "teacher"].iterrows():
         row = _teacher_row("table3_teacher", teacher, reference)
-        rows.append({key: row[key] for key in ("benchmark", "setting", "success", "runs", "tasks", "paper")}
-                    | {"teacher": teacher["teacher"], "acting": "teacher itself"})
+        rows.append({key: row[key] for key in ("benchmark", "setting", "success", "runs", "tasks", "tokens", "cost_usd",
+                                               "paper")} | {"teacher": teacher["teacher"], "acting": "teacher itself"})
     students, proposed = student_runs(runs), proposed_config()
     cells = aggregate(students[students["memory"] == proposed],
                       ["benchmark", "teacher", "writer", "student", "protocol"])
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
                      "protocol": row.protocol, "setting": setting("table3_teacher", row.protocol, row.temperature),
-                     "success": row.success, "runs": row.runs, "tasks": row.tasks,
-                     "paper": paper_value(reference, "table3_teacher", row, proposed, models)})
+                     "success": row.success, "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens,
+                     "cost_usd": row.cost_usd, "paper": paper_value(reference, "table3_teacher", row, proposed, models)})
     if not rows:
         raise AmdError("table3_teacher: no teacher or student runs among --runs")
-    columns = ["benchmark", "teacher", "writer", "acting", "protocol", "setting", "success", "runs", "tasks", "paper"]
+    columns = ["benchmark", "teacher", "writer", "acting", "protocol", "setting", "success", "runs", "tasks", "tokens",
+               "cost_usd", "paper"]
     return pd.DataFrame(rows, columns=columns).sort_values(["benchmark", "teacher"], kind="stable")
 
 
@@ -177,7 +183,8 @@ def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
     table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
     table = order_by(table, "memory", MEMORY_ORDER)
     table = table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "setting", "mean ± std", "success", "std", "runs", "tasks"]]
+        ["benchmark", "student", "memory", "protocol", "setting", "mean ± std", "success", "std", "runs", "tasks",
+         "tokens", "cost_usd"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
         table="Table 5", said="; §B.4 says every standard deviation is below one percentage point")]
     return table
@@ -199,7 +206,8 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
     table["setting"] = settings_of("table6_protocols", table)
     table = order_by(table, "memory", MEMORY_ORDER)
     table = table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
-        ["benchmark", "student", "protocol", "setting", "memory", "success", "std", "runs", "tasks"]]
+        ["benchmark", "student", "protocol", "setting", "memory", "success", "std", "runs", "tasks", "tokens",
+         "cost_usd"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
         table="Table 6", said="; §B.3 describes them in words only")]
     return table
@@ -237,6 +245,8 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
         lines.append(f"Note: {PROTOCOL_NOTE}")
     if "setting" in table.columns:
         lines.append(f"Note: {SETTING_NOTE}")
+    if "cost_usd" in table.columns:
+        lines.append(f"Note: {COST_NOTE}")
     if note:
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -14,6 +14,8 @@ server does everything else. Servers run in a root of amd's own cache whose data
 so AppWorld's outputs (one experiment per episode, removed after it) never land in the user's folder.
 
 Function memory reads the `apis.APP.FUNCTION(...)` calls of each block with `ast` (`api_calls`); nothing is run here.
+The paper harness's settings (ACE's: the first code block only, output and history limits, the step cap scored, a
+fuller guide) are benchmark options, `harness=paper` for all of them (`appworld_harness.py`).
 """
 
 import ast
@@ -26,6 +28,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from amd.benchmarks.appworld_harness import DEFAULT_HARNESS, AppWorldHarness, cut_output, harness_from_options
+from amd.benchmarks.appworld_harness import OPTIONS as HARNESS_OPTIONS
 from amd.benchmarks.appworld_server import VERSION, AppWorldServer, AppWorldVenv
 from amd.benchmarks.base import (
     CODE,
@@ -42,7 +46,7 @@ from amd.paths import cache_dir
 from amd.prompts import load_prompt
 
 DATASET = "test_normal"  # the paper's evaluation set
-OPTIONS = ("root", "dataset")
+OPTIONS = ("root", "dataset", *HARNESS_OPTIONS)
 FAILED = "Execution failed."  # how AppWorld's execute begins the output of a block that raised
 INPUT_LINE = re.compile(r'File "<python-input>", line (\d+)')
 SOLUTION = "solution"  # the function of a ground-truth compiled_solution.py: solution(apis, requester)
@@ -51,9 +55,11 @@ SOLUTION = "solution"  # the function of a ground-truth compiled_solution.py: so
 class AppWorld(BenchmarkDefaults):
     name = "appworld"
 
-    def __init__(self, root: str | None = None, dataset: str = DATASET, **unknown):
+    def __init__(self, root: str | None = None, dataset: str = DATASET, **options):
+        unknown = set(options) - set(HARNESS_OPTIONS)
         if unknown:
             raise AmdError(f"benchmark appworld has no option {sorted(unknown)}; options: {', '.join(OPTIONS)}")
+        self.harness = harness_from_options(**options)
         self.data = _data_dir(root)
         self.dataset = dataset
         self._ids = _dataset_ids(self.data, dataset)
@@ -68,15 +74,16 @@ class AppWorld(BenchmarkDefaults):
         return self._known(task_id).split("_")[0]
 
     def data_version(self) -> dict:
+        harness = self.harness.describe()
         return {"package": f"appworld=={VERSION}", "sha256": _tasks_sha256(self.data, self.dataset, self._ids),
-                "dataset": self.dataset}
+                "dataset": self.dataset, **({"harness": harness} if harness else {})}
 
     def start(self, task_id: str) -> "AppWorldEpisode":
         if self._pool is None:
             venv, self._root = AppWorldVenv(), _run_root(self.data)
             venv.check()
             self._pool = ProcessPool(lambda: AppWorldServer(venv, self._root))
-        return AppWorldEpisode(self._known(task_id), self._pool, self._root, self.data)
+        return AppWorldEpisode(self._known(task_id), self._pool, self._root, self.data, self.harness)
 
     def function_info(self, name: str) -> FunctionInfo:
         """`app.function` with the API's doc (parameters and response schemas), as AppWorld's docs give it."""
@@ -98,10 +105,14 @@ class AppWorldEpisode:
     action_format = CODE
     caps_turns = False  # one user turn; the paper caps the task's steps only
 
-    def __init__(self, task_id: str, pool: ProcessPool[AppWorldServer], root: Path, data: Path):
+    def __init__(self, task_id: str, pool: ProcessPool[AppWorldServer], root: Path, data: Path,
+                 harness: AppWorldHarness = DEFAULT_HARNESS):
         self.task_id = task_id
         self.tools: list[dict] = []  # the agent writes code instead
-        self.guide = load_prompt("appworld_guide")
+        self.harness = harness
+        self.guide = load_prompt("appworld_guide_paper" if harness.guide == "paper" else "appworld_guide")
+        self.first_code_block = harness.code_blocks == "first"  # read by the agent (amd.agent.agents)
+        self.history_chars = harness.history_chars or None
         self._data, self._pool, self._root = data, pool, root
         self._experiment = f"amd-{uuid.uuid4().hex}"
         self._server = pool.take()
@@ -138,7 +149,7 @@ class AppWorldEpisode:
         self._blocks.append(code)
         outcome.code = code if outcome.code is None else f"{outcome.code}\n\n{code}"
         outcome.calls += api_calls(code)
-        outcome.observations.append(output)
+        outcome.observations.append(cut_output(output, self.harness.output_chars))
         if output.startswith(FAILED):
             outcome.error = True
             outcome.failing_functions += failing_calls(code, output)
@@ -156,7 +167,8 @@ class AppWorldEpisode:
         """AppWorld's evaluation of the final state; failing tests are reported, not raised (suppress_errors)."""
         details = self._server.post("/evaluate", task_id=self.task_id, suppress_errors=True)
         return Verdict(success=details.get("success") is True, details=details,
-                       decoded_calls=[[[block] for block in self._blocks]])
+                       decoded_calls=[[[block] for block in self._blocks]],
+                       step_limit_scored=self.harness.step_cap == "scored")
 
     def close(self) -> None:
         """Close the task's world, drop its outputs and give the server back (once)."""

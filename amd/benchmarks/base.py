@@ -63,6 +63,7 @@ class Verdict:
     details: dict
     decoded_calls: list  # per turn, per step, canonical call strings
     step_limit_scored: bool = False  # see counted_success
+    user_calls: dict | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
 
 
 def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:
@@ -101,8 +102,13 @@ class Episode(Protocol):
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
 
-    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`; `caps_turns` (False where the benchmark's
-    # harness caps only the task's steps, not each turn's); `close()` frees what the episode holds.
+    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`, `first_code_block` (run only a reply's
+    # first block) and `history_chars` (trim what is sent to the model to this many characters); `caps_turns`
+    # (False where the benchmark's harness caps only the task's steps, not each turn's); `official_turns` (see
+    # below); `official_tools` (the tools exactly as the benchmark's official harness sends them, for prompting
+    # `official`) and `official_history` (how that harness writes the history back: {"null_content": True} for an
+    # assistant message's content null beside tool calls, {"tool_names": True} for tool messages that name their
+    # function); `close()` frees what the episode holds.
 
 
 class Benchmark(Protocol):
@@ -146,6 +152,10 @@ class BenchmarkDefaults:
 
     def rescore(self, record: dict) -> bool:
         raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")
+
+    def record_step_limit_scored(self, record: dict) -> bool:
+        """`step_limit_scored` for a stored record (a benchmark whose harness option changes it says so here)."""
+        return self.step_limit_scored
 
     def close(self) -> None:
         pass
@@ -217,6 +227,13 @@ def action_format(episode) -> str:
 def caps_turns(episode) -> bool:
     """Whether the per-turn step cap applies (BFCL's harness has one; a one-turn code world caps only the task)."""
     return getattr(episode, "caps_turns", True)
+
+
+def official_turns(episode) -> bool:
+    """Whether the episode follows its official harness's turn loop (BFCL's `harness=official`): the per-turn cap
+    counts executed steps, with the closing reply on top of them; there is no task cap; and a reply whose calls
+    cannot all be decoded ends the turn unexecuted."""
+    return getattr(episode, "official_turns", False)
 
 
 def close_episode(episode) -> None:

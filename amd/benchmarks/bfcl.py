@@ -4,6 +4,12 @@ Agent actions run on backend instances this module owns, fresh per episode, afte
 them; the package's own executor (which eval()s call text and caches instances in globals) never sees model
 text.
 Scoring uses the package's official multi-turn checker on our canonical call strings.
+
+Option `harness=official` follows bfcl-eval's own multi-turn loop (`BaseHandler.inference_multi_turn_FC`) instead
+of the paper's caps: 20 executed steps and then the closing reply per turn, no task cap, a reply with an
+undecodable call ends its turn, and a task force-quit in its last turn is scored by the checker as bfcl-eval's
+evaluation does (it fails only the entries that lack turns). With `--prompting official` the tools are sent exactly
+as bfcl-eval's OpenAI function-calling handler converts them (`official_tools`).
 """
 
 import copy
@@ -25,6 +31,7 @@ from amd.files import sha256_file
 from amd.paths import cache_dir
 
 CATEGORY = "multi_turn_base"
+HARNESSES = ("amd", "official")  # option harness: amd's caps (paper's 40-step task cap), or bfcl-eval's own loop
 DATA_FILE = "BFCL_v4_multi_turn_base.json"
 GORILLA_TO_JSON_SCHEMA = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 FUNCTION_LABELS = {  # the file-system commands as verb phrases (subtask labels of the rules writer)
@@ -98,9 +105,12 @@ def _task_number(task_id: str) -> int:
 class BfclMultiTurn(BenchmarkDefaults):
     name = "bfcl"
 
-    def __init__(self, **options):
-        if options:
-            raise AmdError(f"benchmark bfcl takes no options, got: {', '.join(sorted(options))}")
+    def __init__(self, harness: str = "amd", **unknown):
+        if unknown:
+            raise AmdError(f"benchmark bfcl has no option {sorted(unknown)}; options: harness")
+        if harness not in HARNESSES:
+            raise AmdError(f"benchmark bfcl: harness must be one of {', '.join(HARNESSES)}, got {harness!r}")
+        self.official_turns = harness == "official"
         self._data = _dataset()
 
     def task_ids(self) -> list[str]:
@@ -110,12 +120,14 @@ class BfclMultiTurn(BenchmarkDefaults):
         return self._data.groups[self._entry(task_id)["id"]]
 
     def data_version(self) -> dict:
-        return dict(self._data.version)
+        """The data's version; a run of bfcl-eval's own loop says so (`harness`), the default's records are as
+        before."""
+        return dict(self._data.version) | ({"harness": "official"} if self.official_turns else {})
 
     def start(self, task_id: str) -> "BfclEpisode":
         entry = self._entry(task_id)
         docs = {name: self._data.class_docs[name] for name in entry["involved_classes"]}
-        return BfclEpisode(entry, self._data.ground_truth[task_id], docs)
+        return BfclEpisode(entry, self._data.ground_truth[task_id], docs, self.official_turns)
 
     def function_info(self, name: str) -> FunctionInfo:
         """Class and tool doc of a function (no two classes of the set share a function name)."""
@@ -125,6 +137,11 @@ class BfclMultiTurn(BenchmarkDefaults):
     def rescore(self, record: dict) -> bool:
         """The official checker's verdict on a stored trajectory's decoded_calls."""
         return bool(rescore(record).get("valid"))
+
+    def record_step_limit_scored(self, record: dict) -> bool:
+        """A run of bfcl-eval's own loop scores a task force-quit in its last turn (every turn was reached)."""
+        official = (record.get("data_version") or {}).get("harness") == "official"
+        return official and len(record.get("turns", [])) == len(self._entry(record["task_id"])["question"])
 
     def _entry(self, task_id: str) -> dict:
         if not isinstance(task_id, str):
@@ -136,8 +153,11 @@ class BfclMultiTurn(BenchmarkDefaults):
 
 
 class BfclEpisode(base.CallByCallEpisode):
-    def __init__(self, entry: dict, ground_truth: list[list[str]], class_docs: dict[str, list[dict]]):
+    def __init__(self, entry: dict, ground_truth: list[list[str]], class_docs: dict[str, list[dict]],
+                 official_turns: bool = False):
         self.task_id = entry["id"]
+        self.official_turns = official_turns
+        self.official_history = {"null_content": True}  # bfcl-eval's OpenAI handler sends the server's message back
         self._entry = entry
         self._ground_truth = ground_truth
         self._user_turns = ["\n\n".join(message["content"] for message in turn) for turn in entry["question"]]
@@ -170,10 +190,29 @@ class BfclEpisode(base.CallByCallEpisode):
             turns.append(turn)
         return turns
 
+    @functools.cached_property
+    def official_tools(self) -> list[dict]:
+        """The tools as bfcl-eval's OpenAI function-calling handler sends them: its own loader's processing of the
+        entry (the involved classes' docs, a Python-syntax note on each description) and its own conversion
+        (`convert_to_tool`: float as number with format float, untyped as string, the response schema kept)."""
+        package = _import_bfcl("bfcl_eval.utils")
+        handler_utils = _import_bfcl("bfcl_eval.model_handler.utils")
+        enums = _import_bfcl("bfcl_eval.constants.enums")
+        types = _import_bfcl("bfcl_eval.constants.type_mappings")
+        entry = {"id": self.task_id, "involved_classes": list(self._entry["involved_classes"])}
+        entry = package.add_language_specific_hint_to_function_doc(
+            package.populate_test_cases_with_predefined_functions([entry]))[0]
+        return handler_utils.convert_to_tool(entry["function"], types.GORILLA_TO_OPENAPI,
+                                             enums.ModelStyle.OPENAI_COMPLETIONS)
+
     def score(self) -> Verdict:
         decoded = _padded(self.decoded_calls, len(self._ground_truth))
         details = official_check(self._entry, self._ground_truth, decoded)
-        return Verdict(success=details.get("valid") is True, details=details, decoded_calls=decoded)
+        # bfcl-eval's evaluation fails a force-quit entry only when turns are missing; one cut in its last turn is
+        # checked as it stands.
+        every_turn = self._turns_started == len(self._user_turns)
+        return Verdict(success=details.get("valid") is True, details=details, decoded_calls=decoded,
+                       step_limit_scored=self.official_turns and every_turn)
 
     def check_call(self, proposal: Proposal) -> tuple[str, dict]:
         return read_call(proposal, self._docs)

@@ -141,10 +141,13 @@ class ToolSandboxEpisode:
         self._worker, self._user, self._release = worker, user, release
         self._ended: str | None = None  # how the conversation ended, once it has
         self._calls_sent = 0
+        self._user_calls = {"spec": user.model.spec, "replies": 0, "requests": 0, "prompt": 0, "completion": 0,
+                            "cached_prompt": 0}  # what the user simulator took in this task
         self.decoded_calls: list[list[list[str]]] = []  # per turn, per step, the calls ToolSandbox executed
         first = self._request({"op": "start", "scenario": task_id})
         self.tools = first.get("tools", [])  # none when the scenario ended before the agent's first turn
         self.system_message = "\n\n".join(first.get("system", []))  # ToolSandbox's system message to the agent
+        self.official_history = {"tool_names": True}  # how ToolSandbox's own OpenAI agent writes its history
         self._opening = _user_text(first) if self._ended is None else None
         self.instruction = self._opening or ""
         self._schema = ToolSchema(self.tools)
@@ -192,10 +195,10 @@ class ToolSandboxEpisode:
         self._release(self._worker)
         success = verdict["exception"] is None and math.isclose(verdict["similarity"], 1.0)
         return Verdict(success=success, details={**verdict, "user_model": self._user.model.spec},
-                       decoded_calls=self.decoded_calls)
+                       decoded_calls=self.decoded_calls, user_calls=self._user_calls)
 
     def _request(self, message: dict) -> dict:
-        answer = self._worker.request(message, self._user.answer)
+        answer = self._worker.request(message, lambda ask: self._user.answer(ask, self._user_calls))
         if answer.get("event") == "ended":
             self._ended = answer["ended_by"]
         elif answer.get("event") == "failed":
@@ -244,12 +247,15 @@ class UserSimulator:
     def __init__(self, model):
         self.model = model
 
-    def answer(self, ask: dict) -> dict:
+    def answer(self, ask: dict, usage: dict | None = None) -> dict:
+        """The user's reply to ToolSandbox's ask; its replies, requests and tokens are added to `usage`."""
         tools = ask.get("tools") or None
         messages = ask["messages"]
         if tools and not self.model.native_tools:
             messages = _tools_in_prompt(messages, tools)
         reply = self.model.chat(messages, tools)
+        for key, value in reply.usage().items() if usage is not None else ():
+            usage[key] += int(value)
         if reply.error is not None:  # not ToolSandbox's fault: the task is left out and a rerun retries it
             raise AmdError(f"user model {self.model.spec}: {reply.error}")
         offered = {tool["function"]["name"] for tool in tools or []}

@@ -16,6 +16,12 @@ class ChatReply:
     error: str | None = None  # set when no usable reply could be had after retries
     finish_reason: str | None = None  # the server's: "stop", "tool_calls", "length" (cut by the token limit), ...
 
+    def usage(self) -> dict:
+        """What the reply counts for in a trajectory's memory_calls and user_calls: a usable reply, the HTTP
+        requests sent for it and its tokens."""
+        return {"replies": int(self.error is None), "requests": self.requests, "prompt": self.prompt_tokens,
+                "completion": self.completion_tokens, "cached_prompt": self.cached_prompt_tokens}
+
 
 @dataclass
 class TokenLedger:

@@ -34,6 +34,12 @@ def history_path(out_path) -> Path:
     return Path(f"{out_path}.online.jsonl")
 
 
+def history_events(out_path) -> list[dict] | None:
+    """The events of a run's online history, in task order (its header left out); None where it has none."""
+    path = history_path(out_path)
+    return History(path, {})._read()[1:] if path.exists() else None
+
+
 class OnlineBank(Bank):
     """A frozen bank's entries and indexes, copied, plus the entries added during a run, with each entry's
     outcomes. While no entry of a type has lost rank, its search is the frozen bank's own (FAISS's order, ties

@@ -99,21 +99,37 @@ class AuditResult:
     repaired: int  # values replaced
     rejected: bool
     reason: str = ""
+    trimmed: bool = False  # cut to the word limit (trim=True)
 
 
-def audit_insight(insight: str, calls: list[dict], function_names: list[str]) -> AuditResult:
+def audit_insight(insight: str, calls: list[dict], function_names: list[str], trim: bool = False) -> AuditResult:
     """Replace every surviving concrete value by its placeholder; reject when the result is unusable.
-    `function_names` are the trajectory's `app.function_name` forms; the insight must keep at least one."""
+    `function_names` are the trajectory's `app.function_name` forms; the insight must keep at least one. An
+    insight over the word limit is rejected, or with `trim` cut to it (`trimmed`: the release asks for fewer than
+    120 words and keeps what it gets)."""
     repaired = 0
     for value, placeholder in trajectory_values(calls):
         insight, count = _pattern(value).subn(placeholder, insight)
         repaired += count
     words = len(insight.split())
-    if words > MAX_INSIGHT_WORDS:
+    trimmed = trim and words > MAX_INSIGHT_WORDS
+    if trimmed:
+        insight = trim_to_words(insight, MAX_INSIGHT_WORDS)
+    elif words > MAX_INSIGHT_WORDS:
         return AuditResult(insight, repaired, True, f"{words} words (limit {MAX_INSIGHT_WORDS})")
     if function_names and not any(name in insight for name in function_names):
-        return AuditResult(insight, repaired, True, "names no app.function_name")
-    return AuditResult(insight, repaired, False)
+        return AuditResult(insight, repaired, True, "names no app.function_name", trimmed)
+    return AuditResult(insight, repaired, False, trimmed=trimmed)
+
+
+def trim_to_words(text: str, limit: int) -> str:
+    """The longest run of whole sentences within `limit` words, else the first `limit` words."""
+    kept = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        if len(" ".join([*kept, sentence]).split()) > limit:
+            break
+        kept.append(sentence)
+    return " ".join(kept) if kept else " ".join(text.split()[:limit])
 
 
 def scrub_free_text(text: str) -> str:

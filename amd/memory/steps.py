@@ -65,22 +65,22 @@ def is_error_observation(text: str) -> bool:
             or "traceback" in head)
 
 
-def render_steps_code(steps: list[Step]) -> str:
-    """Call lines (or a code step's block) with `# -> observation` comments; a `# user:` comment where a user turn
-    starts."""
+def render_steps_code(steps: list[Step], observation_chars: int = OBSERVATION_CHARS) -> str:
+    """Call lines (or a code step's block) with `# -> observation` comments, each observation cut at
+    `observation_chars`; a `# user:` comment where a user turn starts."""
     lines = []
     for step in steps:
         if step.first_of_turn:
             lines.append(f"# user: {one_line(step.user, 200)}")
         if step.code is not None:
-            lines += [step.code, f"# -> {one_line((step.data.get('observations') or [''])[0])}"]
+            lines += [step.code, f"# -> {one_line((step.data.get('observations') or [''])[0], observation_chars)}"]
             continue
         for call, observation in step.call_observations():
             lines.append(call["call"])
-            lines.append(f"# -> {one_line(observation)}")
+            lines.append(f"# -> {one_line(observation, observation_chars)}")
         for rejected, observation in step.rejected_observations():
             lines.append(f"# rejected: {one_line(rejected.get('text', ''), 200)}")
-            lines.append(f"# -> {one_line(observation)}")
+            lines.append(f"# -> {one_line(observation, observation_chars)}")
     return "\n".join(lines)
 
 
@@ -114,13 +114,14 @@ def _source_of(value, earlier: list[tuple[str, str]]) -> str | None:
     return next((name for name, observation in reversed(earlier) if text in observation), None)
 
 
-def call_example_code(step: Step, previous: Step | None, call: dict, observation: str) -> str:
+def call_example_code(step: Step, previous: Step | None, call: dict, observation: str,
+                      observation_chars: int = OBSERVATION_CHARS) -> str:
     """One call as code, with its user turn and the preceding step of the same turn as context; a call of a code
     step is shown in its block."""
     lines = [f"# user: {one_line(step.user, 200)}"]
     for before, before_observation in previous.call_observations() if previous else []:
         lines.append(f"# before: {before['call']} -> {one_line(before_observation, 150)}")
-    return "\n".join(lines + [step.code or call["call"], f"# -> {one_line(observation)}"])
+    return "\n".join(lines + [step.code or call["call"], f"# -> {one_line(observation, observation_chars)}"])
 
 
 def call_example_prose(benchmark, previous: Step | None, call: dict, observation: str) -> str:

@@ -41,7 +41,8 @@ class ModelWriter:
         """What writing took: replies and their prompt and completion tokens, cached replies included (as a build
         with an empty cache would send them), so a rebuild from the cache writes the same manifest."""
         ledger = self.model.ledger
-        return {"replies": ledger.replies, "prompt": ledger.prompt_tokens, "completion": ledger.completion_tokens}
+        return {"replies": ledger.replies, "prompt": ledger.prompt_tokens, "completion": ledger.completion_tokens,
+                "cached_prompt": ledger.cached_prompt_tokens}
 
     def close(self) -> None:
         self.model.close()

@@ -83,3 +83,8 @@ def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, de
 
 def option_text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def view_flags(against: list[str], bank: list[str]) -> str:
+    """`amd view` flags: the run shown beside this one and the bank it read, where there are."""
+    return " ".join([*(f"--against {quoted(path)}" for path in against), *(f"--bank {quoted(path)}" for path in bank)])

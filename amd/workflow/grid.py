@@ -5,6 +5,7 @@
 pieces from only the slice of config it uses, so changing one value reruns exactly the jobs that depend on it.
 """
 
+import functools
 import itertools
 import json
 import os
@@ -205,10 +206,37 @@ class Grid:
         return [layout.TABLE.format(table=name, ext=ext) for ext in ("csv", "md")]
 
     def all_targets(self) -> list[str]:
+        """Every output of every experiment, a score per run and a page (amd view) per student run."""
         names = sorted({name for spec in self.config["experiments"].values() for name in spec["outputs"]})
         runs = {run for name in names for run in self.output_runs(name)}
         scores = [run.replace("trajectories.jsonl", "score.json") for run in sorted(runs)]
-        return [path for name in names for path in self.output_paths(name)] + scores
+        views = [layout.view_path(run) for run in sorted(runs & self.student_runs)]
+        return [path for name in names for path in self.output_paths(name)] + scores + views
+
+    # ---- run pages (amd view) ------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def student_runs(self) -> set[str]:
+        """The grid's student runs, zero-shot and with memory (not probe runs)."""
+        return {self.run_path(cell) for experiment, spec in self.config["experiments"].items()
+                if not spec.get("probe") for cell in self.cells(experiment)}
+
+    def view_against(self, wildcards) -> list[str]:
+        """What a memory run's page shows beside it: the zero-shot run of the same student, benchmark and seed,
+        where the grid has one."""
+        cell = layout.describe_run(layout.run_of_view(wildcards.run))
+        if cell["role"] != "memory":
+            return []
+        zero_shot = layout.ZERO_SHOT_RUN.format(**cell)
+        return [zero_shot] if zero_shot in self.student_runs else []
+
+    def view_bank(self, wildcards) -> list[str]:
+        """The bank a memory run read, whose entries its page shows."""
+        cell = layout.describe_run(layout.run_of_view(wildcards.run))
+        return [self.bank_path(cell)] if cell["role"] == "memory" else []
+
+    def view_args(self, wildcards) -> str:
+        return args.view_flags(self.view_against(wildcards), self.view_bank(wildcards))
 
     # ---- command-line pieces (each from its own slice of config) -----------------------------------------------
 

@@ -2,8 +2,8 @@
 """A stand-in `amd` for workflow tests (pipeline and SLURM): the real command line, instant outputs.
 
 Arguments are parsed by amd's own parser, so a rule that passes a flag `amd` does not accept fails here too;
-`run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table` and
-`figure` run the real analysis code. Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
+`run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table`,
+`figure` and `view` run the real analysis code (`view` without the bank: a fake bank holds no entries). Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
 $FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. Declared but
 unavailable benchmarks fail at once, as they do for real.
 """
@@ -73,6 +73,11 @@ def score(args):
         json.dump({"files": args.files}, handle)
 
 
+def view(args):
+    args.bank = None
+    return args.handler(args)
+
+
 def serve_run(args):
     """Like `amd serve-run` without a server: note the GPUs the job was given, run the command."""
     with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
@@ -81,7 +86,7 @@ def serve_run(args):
     return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
 
 
-FAKES = {"run": run, "probe": probe, "memory": memory, "score": score, "serve-run": serve_run}
+FAKES = {"run": run, "probe": probe, "memory": memory, "score": score, "view": view, "serve-run": serve_run}
 
 
 def main():

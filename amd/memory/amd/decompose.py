@@ -29,16 +29,16 @@ STOP_WORDS = frozenset({"a", "an", "the", "to", "of", "for", "and", "or", "in", 
                         "by", "my", "your", "all"})
 
 
-def decompose_instruction(chat, instruction: str) -> list[str]:
-    """Labels from `chat` (messages -> ChatReply) via prompts/decompose.md; [instruction] when the answer
-    is not a JSON array of strings (logged)."""
-    return ask_labels(chat, instruction) or [instruction]
+def decompose_instruction(chat, instruction: str, prompt: str = "decompose") -> list[str]:
+    """Labels from `chat` (messages -> ChatReply) via prompts/decompose.md (or the benchmark's own, `prompt`);
+    [instruction] when the answer is not a JSON array of strings (logged)."""
+    return ask_labels(chat, instruction, prompt=prompt) or [instruction]
 
 
-def ask_labels(chat, instruction: str, sampling: dict | None = None) -> list[str] | None:
+def ask_labels(chat, instruction: str, sampling: dict | None = None, prompt: str = "decompose") -> list[str] | None:
     """At most MAX_LABELS labels from one answer of `chat` (with `sampling` overrides, if any), or None when the
     answer is unusable (logged)."""
-    messages = [{"role": "user", "content": load_prompt("decompose").format(instruction=instruction)}]
+    messages = [{"role": "user", "content": load_prompt(prompt).format(instruction=instruction)}]
     reply = chat(messages) if sampling is None else chat(messages, sampling=sampling)
     labels = None if reply.error else parse_labels(reply.text or "")
     if not labels:
@@ -88,11 +88,12 @@ def sample_seeds(run_seed: int | None, n: int) -> list[int]:
 
 
 def checked_decomposition(chat, instruction: str, n: int, temperature: float,
-                          run_seed: int | None) -> CheckedDecomposition:
+                          run_seed: int | None, prompt: str = "decompose") -> CheckedDecomposition:
     """The single-shot labels and n sampled ones, merged by agreement (module docstring)."""
-    single_shot = decompose_instruction(chat, instruction)
+    single_shot = decompose_instruction(chat, instruction, prompt)
     seeds = sample_seeds(run_seed, n)
-    samples = [ask_labels(chat, instruction, {"temperature": temperature, "seed": seed}) or [] for seed in seeds]
+    samples = [ask_labels(chat, instruction, {"temperature": temperature, "seed": seed}, prompt) or []
+               for seed in seeds]
     merged = merge_by_agreement(samples)
     if not merged:
         log.info("decomposition samples agree on no subtask; using the single-shot labels")

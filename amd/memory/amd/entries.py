@@ -9,10 +9,12 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from amd.errors import AmdError
 from amd.memory.amd import writers
 from amd.memory.amd.spec import AMD_TYPES
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
+    OBSERVATION_CHARS,
     call_example_code,
     call_example_prose,
     is_error_observation,
@@ -21,9 +23,50 @@ from amd.memory.steps import (
     render_steps_prose,
     steps_of,
 )
+from amd.prompts import benchmark_prompt
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """How entries are written (build options; the defaults are amd's own). `prompts=benchmark`: the writer model
+    uses the benchmark's own workflow and segmentation prompts where prompts/ has them (the paper's Figs. 13-14 are
+    AppWorld's); `insights=trim`: an insight over the word limit is cut to it instead of rejected (the release asks
+    for fewer than 120 words and keeps the answer); `observation_chars`: where observations in entries are cut (the
+    release: 500 for subtask and function entries)."""
+
+    prompts: str = "generic"
+    insights: str = "reject"
+    observation_chars: int = OBSERVATION_CHARS
+
+    @classmethod
+    def from_options(cls, options: dict) -> "BuildSettings":
+        prompts = str(options.get("prompts", cls.prompts)).strip().lower()
+        insights = str(options.get("insights", cls.insights)).strip().lower()
+        chars = str(options.get("observation_chars", cls.observation_chars)).strip()
+        if prompts not in ("generic", "benchmark") or insights not in ("reject", "trim"):
+            raise AmdError(f"build options prompts must be generic or benchmark and insights reject or trim, got "
+                           f"prompts={prompts!r}, insights={insights!r}")
+        if not chars.isdigit() or int(chars) < 20:
+            raise AmdError(f"build option observation_chars must be a whole number of at least 20, got {chars!r}")
+        return cls(prompts, insights, int(chars))
+
+    def describe(self) -> str:
+        """One string (a pooled bank's members must then agree on it rather than sum its numbers)."""
+        return ",".join(f"{key}={value}" for key, value in vars(self).items())
+
+    @classmethod
+    def described(cls, text: str | None) -> "BuildSettings":
+        """The settings `describe` wrote (a bank's manifest), the defaults for None (a bank built without any)."""
+        return cls.from_options(dict(item.split("=", 1) for item in text.split(","))) if text else cls()
+
+    def prompt(self, name: str, benchmark) -> str:
+        return benchmark_prompt(name, getattr(benchmark, "name", None)) if self.prompts == "benchmark" else name
+
+
+DEFAULT_SETTINGS = BuildSettings()
 
 
 @dataclass
@@ -48,34 +91,39 @@ def successful(records: list[dict]) -> list[dict]:
     return kept
 
 
-def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES) -> BuildResult:
+def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES,
+                  settings: BuildSettings = DEFAULT_SETTINGS) -> BuildResult:
     """The entries of one successful record, of the memory types named in `types`. `chat` (messages ->
     ChatReply) selects the model writer."""
     result = BuildResult()
     steps = steps_of(record)
-    workflow = workflow_entry(record, benchmark, steps, chat, result.audit) if "workflow" in types else None
+    workflow = workflow_entry(record, benchmark, steps, chat, result.audit, settings) if "workflow" in types \
+        else None
     if workflow:
         result.workflow.append(workflow)
     if "subtask" in types:
-        result.subtask.extend(subtask_entries(record, benchmark, steps, chat))
+        result.subtask.extend(subtask_entries(record, benchmark, steps, chat, settings))
     if "function" in types:
-        result.function.extend(function_entries(record, benchmark, steps))
+        result.function.extend(function_entries(record, benchmark, steps, settings))
     return result
 
 
-def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter) -> dict | None:
+def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter,
+                   settings: BuildSettings = DEFAULT_SETTINGS) -> dict | None:
     task_id = record["task_id"]
     calls = [call for _, call, _ in writers.executed_calls(steps)]
     if not calls:
         return None
-    insight = writers.model_workflow(chat, record["instruction"], benchmark, steps) if chat else None
+    insight = writers.model_workflow(chat, record["instruction"], benchmark, steps,
+                                     settings.prompt("memory_workflow", benchmark)) if chat else None
     if chat and insight is None:
         audit["writer_fallbacks"] += 1
     insight = insight or writers.rules_workflow(benchmark, steps)
     names = list(dict.fromkeys(qualified_name(benchmark, call["name"]) for call in calls))
-    checked = audit_insight(insight, calls, names)
+    checked = audit_insight(insight, calls, names, trim=settings.insights == "trim")
     audit["values_replaced"] += checked.repaired
     audit["insights_repaired"] += int(checked.repaired > 0 and not checked.rejected)
+    audit["insights_trimmed"] += int(checked.trimmed and not checked.rejected)
     if checked.rejected:
         audit["insights_rejected"] += 1
         log.warning("%s: workflow insight rejected by the placeholder audit: %s", task_id, checked.reason)
@@ -85,21 +133,22 @@ def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter) -> dict
             "code": writers.workflow_code(benchmark, steps)}
 
 
-def subtask_entries(record: dict, benchmark, steps, chat) -> list[dict]:
+def subtask_entries(record: dict, benchmark, steps, chat, settings: BuildSettings = DEFAULT_SETTINGS) -> list[dict]:
     if not steps:
         return []
     task_id = record["task_id"]
-    segments = (writers.model_segments(chat, benchmark, steps, task_id) if chat
-                else writers.rules_segments(benchmark, steps))
+    segments = (writers.model_segments(chat, benchmark, steps, task_id, settings.prompt("memory_segment", benchmark))
+                if chat else writers.rules_segments(benchmark, steps))
     entries = []
     for n, segment in enumerate(segments):
         part = steps[segment["start_step"]: segment["end_step"] + 1]
-        entries.append({"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id,
-                        **segment, "code": render_steps_code(part), "prose": render_steps_prose(benchmark, part)})
+        entries.append({"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id, **segment,
+                        "code": render_steps_code(part, settings.observation_chars),
+                        "prose": render_steps_prose(benchmark, part)})
     return entries
 
 
-def function_entries(record: dict, benchmark, steps) -> list[dict]:
+def function_entries(record: dict, benchmark, steps, settings: BuildSettings = DEFAULT_SETTINGS) -> list[dict]:
     """One entry per executed call that did not fail (an example of a call that worked), with the user turn and
     the preceding step — a failed attempt included — as context."""
     task_id = record["task_id"]
@@ -113,7 +162,7 @@ def function_entries(record: dict, benchmark, steps) -> list[dict]:
             entries.append({
                 "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
                 "name": call["name"], "app": info.app, "call": call["call"], "observation": observation,
-                "code": call_example_code(step, previous, call, observation),
+                "code": call_example_code(step, previous, call, observation, settings.observation_chars),
                 "prose": call_example_prose(benchmark, previous, call, observation),
                 "doc": info.doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
     return entries

@@ -4,13 +4,13 @@ opens frozen hooks (`retrieval.py`) or, with the run option `online`, hooks whos
 from collections import Counter
 
 from amd.errors import AmdError
-from amd.memory.amd.entries import build_entries, successful
+from amd.memory.amd.entries import BuildSettings, build_entries, successful
 from amd.memory.amd.render import check_representation, parse_representation
 from amd.memory.amd.retrieval import AmdHooks, flag
 from amd.memory.amd.spec import AMD_TYPES, REPRESENTATIONS
 from amd.memory.bank import BankContents
 
-AUDIT_KEYS = ("insights_repaired", "insights_rejected", "values_replaced", "writer_fallbacks")
+AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
 
 
 class AmdMemory:
@@ -19,16 +19,19 @@ class AmdMemory:
 
     def build(self, records: list[dict], context) -> BankContents:
         """Entries of the successful records (the first per task). Build option `representation` (e.g.
-        wf=prose,st=code,fn=code) is the bank's default rendering; both forms are stored either way."""
+        wf=prose,st=code,fn=code) is the bank's default rendering; both forms are stored either way. The others
+        say how entries are written (entries.BuildSettings)."""
         representation = check_representation(parse_representation(context.options.get("representation", "")))
+        settings = BuildSettings.from_options(context.options)
         used = successful(records)
-        results = context.map(
-            lambda record: build_entries(record, context.benchmark(record["benchmark"]), context.writer.chat), used)
+        results = context.map(lambda record: build_entries(record, context.benchmark(record["benchmark"]),
+                                                           context.writer.chat, settings=settings), used)
         entries = {t.name: [entry for result in results for entry in getattr(result, t.name)] for t in AMD_TYPES}
         audit = sum((result.audit for result in results), Counter())
         return BankContents(
             entries=entries, embedded={t.name: t.embedded for t in AMD_TYPES},
             manifest={"representation": {"stored": list(REPRESENTATIONS), "default": representation},
+                      **({"build_settings": settings.describe()} if settings != BuildSettings() else {}),
                       "successful_task_ids": sorted(record["task_id"] for record in used),
                       "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}})
 

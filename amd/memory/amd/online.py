@@ -17,9 +17,9 @@ import logging
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
-from amd.memory.amd.entries import build_entries
+from amd.memory.amd.entries import BuildSettings, build_entries
 from amd.memory.amd.retrieval import AmdHooks
-from amd.memory.online import History, OnlineBank, history_path, injected_entry_ids, redundant
+from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
 from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
 from amd.vocabulary import SHARED
@@ -105,7 +105,8 @@ class OnlineAmdHooks(AmdHooks):
         if record["success"] is not True:
             return event
         chat, usage = self._counted(self._writer_chat(task))
-        built = build_entries(record, self.benchmark, chat, types=self.types)
+        built = build_entries(record, self.benchmark, chat, types=self.types,
+                              settings=BuildSettings.described(self.bank.manifest.get("build_settings")))
         event["writer"] = usage
         event["audit"] = dict(built.audit)
         shared, unit = self.settings.protocol == SHARED, unit_field(self.settings.protocol)
@@ -186,3 +187,27 @@ def _number(value, name: str, low: float, high: float) -> float:
     if number is None or not low <= number <= high:
         raise AmdError(f"memory option {name} must be a number from {low} to {high}, got {value!r}")
     return number
+
+
+# ---- what the analysis reads of a finished online run (the spec's run_usage and run_entries) --------------------
+
+
+def writer_usage(records: list[dict], run_path) -> list[dict]:
+    """The tokens an online run's writer model took, from its history (none for the rules writer, and the student's
+    are in the records' memory_calls already); amd.cost prices them."""
+    online = records[0]["memory"].get("online") if records else None
+    if not online or online["writer"] in (RULES, STUDENT):
+        return []
+    events = history_events(run_path)
+    if events is None:
+        return [{"role": "writer", "spec": online["writer"], "known": False,
+                 "note": f"writer: the online run's history {history_path(run_path)} is missing: its writer "
+                         "model's tokens are unknown"}]
+    written = [event.get("writer", {}) for event in events]
+    return [{"role": "writer", "spec": online["writer"], "prompt": sum(w.get("prompt_tokens", 0) for w in written),
+             "completion": sum(w.get("completion_tokens", 0) for w in written)}]
+
+
+def added_entries(run_path) -> dict:
+    """The entries an online run added to its bank, by id, from its history (amd view shows their text)."""
+    return {entry["id"]: entry for event in history_events(run_path) or [] for entry in event["added"]}

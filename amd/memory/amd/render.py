@@ -8,6 +8,8 @@ function, a call that worked with the start of its result (the student has the t
 adds is the argument names and value formats that worked).
 """
 
+import json
+
 from amd.errors import AmdError
 from amd.memory.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 from amd.memory.steps import one_line
@@ -71,14 +73,26 @@ def signature_lines(entries: list[dict]) -> str:
 RENDERERS = {"workflow": render_workflow, "subtask": render_subtask, "function": render_function}
 
 
-def render_block(memory_type: str, entries: list[dict], form: str) -> str:
-    """The prompt block for `entries` of one type, or "" when there are none."""
+def function_docs(entries: list[dict]) -> str:
+    """Each function's stored doc, once per function (its argument and response schema, where the benchmark has
+    one: AppWorld's API docs)."""
+    docs = {entry["name"]: entry["doc"] for entry in entries if entry.get("doc")}
+    return "\n\n".join(load_prompt("memory_function_doc").format(
+        function=name, doc=json.dumps(doc, ensure_ascii=False, separators=(",", ":"))).strip()
+        for name, doc in docs.items())
+
+
+def render_block(memory_type: str, entries: list[dict], form: str, with_doc: bool = False) -> str:
+    """The prompt block for `entries` of one type, or "" when there are none; `with_doc`: function entries with
+    their functions' docs."""
     if not entries:
         return ""
     if form == SIGNATURE:
         body = signature_lines(entries)
     else:
         body = "\n\n".join(RENDERERS[memory_type](entry, form) for entry in entries)
+    if with_doc and memory_type == "function" and (docs := function_docs(entries)):
+        body = f"{body}\n\n{docs}"
     fields = {"entries": body}
     if memory_type == "function":
         fields["functions"] = ", ".join(dict.fromkeys(entry["name"] for entry in entries))

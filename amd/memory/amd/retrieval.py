@@ -3,8 +3,16 @@
 Proactive, at task start: top-k workflow entries by the instruction; the student decomposes the instruction into
 at most six subtask labels, each label retrieves top-k subtask segments, duplicates dropped; both go into the
 system prompt. With the run option `per_turn`, subtasks are retrieved by each user turn instead (as the authors
-did for BFCL). Reactive, after an error: the failing function's records, looked up by name, ranked by
-cosine(instruction, record reasoning), top-k appended after the error. δ applies to the vector types only.
+did for BFCL), appended to the turn's user message, or with `turn_memory=system` put in the system prompt in place
+of the previous turn's (the release's BFCL `system_replace`). Reactive, after an error: the failing function's
+records, looked up by name, ranked by cosine(instruction, record reasoning), top-k appended after the error. δ
+applies to the vector types only.
+
+The paper's and its release's settings, each a run option: `placement=before` puts the memory before the system
+prompt (the paper "prepends" it; default `after`, behind the stable tool docs); `fn_doc=true` shows each hint's
+function doc (the argument and response schema App. C gives AppWorld's function memory); `prompts=benchmark`
+decomposes with the benchmark's own prompt where prompts/ has one (decompose_appworld.md: the paper's Fig. 15 is
+AppWorld's, with a login prior).
 
 Beyond the paper, two run options (each a config variant of AMD's spec, amd.memory.amd.spec):
 `decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
@@ -24,9 +32,13 @@ from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompo
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.amd.spec import RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records
+from amd.prompts import benchmark_prompt
 
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
+TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
+PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
+PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
@@ -35,6 +47,14 @@ class AmdHooks(BankHooks):
         super().__init__(bank, config, settings)
         options = settings.options  # their names are checked against the spec (amd.memory.method.open_memory)
         self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
+        self.subtasks_in_system = _choice(options, "turn_memory", TURN_MEMORY) == "system"
+        if self.subtasks_in_system and not flag(options.get("per_turn", False), "per_turn"):
+            raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
+        self.placement = _choice(options, "placement", PLACEMENTS)
+        self.fn_doc = flag(options.get("fn_doc", False), "fn_doc")
+        benchmarks = bank.manifest.get("benchmarks") or [None]
+        self.decompose_prompt = benchmark_prompt("decompose", benchmarks[0]) \
+            if _choice(options, "prompts", PROMPT_SETS) == "benchmark" and len(benchmarks) == 1 else "decompose"
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
         self.decompose_samples = _whole_number(options.get("decompose_samples", 1), "decompose_samples", MAX_SAMPLES)
@@ -62,6 +82,11 @@ class AmdHooks(BankHooks):
     def describe(self) -> dict:
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
                      "per_turn": self.per_turn_subtasks}
+        # recorded only where set, so the runs made before these options existed still resume
+        described |= {"turn_memory": "system"} if self.subtasks_in_system and self.per_turn_subtasks else {}
+        described |= {"placement": self.placement} if self.placement != PLACEMENTS[0] else {}
+        described |= {"fn_doc": True} if self.fn_doc else {}
+        described |= {"decompose_prompt": self.decompose_prompt} if self.decompose_prompt != "decompose" else {}
         if self.decompose_samples > 1:
             described |= {"decompose_samples": self.decompose_samples,
                           "decompose_temperature": self.decompose_temperature}
@@ -86,23 +111,25 @@ class AmdHooks(BankHooks):
                 hits_by_label.append((label, fresh))
             blocks.append(self._block("subtask", [hit for _, hits in hits_by_label for hit in hits]))
             records += [r for label, hits in hits_by_label for r in injection_records("subtask", hits, label)]
-        return Injection("\n\n".join(block for block in blocks if block), records, details)
+        return Injection("\n\n".join(block for block in blocks if block), records, details,
+                         first=self.placement == "before")
 
     def _labels(self, task: TaskContext) -> tuple[list[str], dict]:
         """The subtask queries, and what a checked decomposition records."""
         if not task.student:
             return [task.instruction], {}
         if self.decompose_samples == 1:
-            return decompose_instruction(task.student, task.instruction), {}
+            return decompose_instruction(task.student, task.instruction, self.decompose_prompt), {}
         checked = checked_decomposition(task.student, task.instruction, self.decompose_samples,
-                                        self.decompose_temperature, task.seed)
+                                        self.decompose_temperature, task.seed, self.decompose_prompt)
         return checked.merged, {"decomposition": checked.record()}
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
             return Injection()
         hits = self.search("subtask", message, task)
-        return Injection(self._block("subtask", hits), injection_records("subtask", hits, message))
+        return Injection(self._block("subtask", hits), injection_records("subtask", hits, message),
+                         in_system=self.subtasks_in_system)
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
@@ -146,7 +173,8 @@ class AmdHooks(BankHooks):
         return earlier
 
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
-        return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type])
+        return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
+                            with_doc=self.fn_doc)
 
 
 def _whole_number(value, name: str, largest: int) -> int:
@@ -164,6 +192,13 @@ def _temperature(value) -> float:
     if not temperature > 0:
         raise AmdError(f"memory option decompose_temperature must be a number > 0 (samples that vary), got {value!r}")
     return temperature
+
+
+def _choice(options: dict, name: str, allowed: tuple) -> str:
+    value = str(options.get(name, allowed[0])).strip().lower()
+    if value not in allowed:
+        raise AmdError(f"memory option {name} must be one of {', '.join(allowed)}, got {options[name]!r}")
+    return value
 
 
 def flag(value, name: str) -> bool:

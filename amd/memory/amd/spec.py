@@ -47,8 +47,24 @@ RUN_OPTIONS = {
     "online_dedup": Option("number", "online memory: the cosine from which a new entry is a near-duplicate",
                            minimum=0, maximum=1.01),
     "online_decay": Option("number", "online memory: rank lost per net failure", minimum=0, maximum=1),
+    # The paper's and its release's settings (README, The paper's harnesses)
+    "turn_memory": Option("text", "where subtasks retrieved per turn go: after the user message, or in the system "
+                          "message in place of the previous turn's (the release's system_replace)",
+                          choices=("user", "system")),
+    "placement": Option("text", "where task-start memory goes: after the system prompt, or before it (the paper "
+                        "prepends it)", choices=("after", "before")),
+    "fn_doc": Option("bool", "function hints carry each function's doc (its argument and response schema, App. C)"),
+    "prompts": Option("text", "benchmark: decompose with the benchmark's own prompt where prompts/ has one (the "
+                      "paper's Fig. 15, with a login prior)", choices=("generic", "benchmark")),
 }
-BUILD_OPTIONS = {"representation": Option("text", "the bank's default " + REPRESENTATION_HELP)}
+BUILD_OPTIONS = {
+    "representation": Option("text", "the bank's default " + REPRESENTATION_HELP),
+    "prompts": Option("text", "benchmark: the model writer uses the benchmark's own workflow and segmentation "
+                      "prompts where prompts/ has them (the paper's Figs. 13-14)", choices=("generic", "benchmark")),
+    "insights": Option("text", "an insight over the word limit is rejected, or cut to it (trim, as the release keeps "
+                       "it)", choices=("reject", "trim")),
+    "observation_chars": Option("int", "where entries cut observations (the release: 500)", minimum=20),
+}
 
 
 def representation_text(chosen: dict) -> str | None:
@@ -85,6 +101,7 @@ SPEC = MethodSpec(
     name="amd", implementation="amd.memory.amd.method:AmdMemory", title="AMD", types=AMD_TYPES,
     configs=CONFIGS | VARIANTS, build_options=BUILD_OPTIONS, run_options=RUN_OPTIONS, settings=(REPRESENTATION,),
     table1=("wf_st_fn",), proposed=True, detail_columns=f"{TABLES}:detail_columns", record_fields=ONLINE_FIELDS,
+    run_usage="amd.memory.amd.online:writer_usage", run_entries="amd.memory.amd.online:added_entries",
     tables={name: f"{TABLES}:{name}" for name in ("table4_representation", "decomposition_check",
                                                    "function_gating", "online_vs_frozen")},
 )

@@ -40,7 +40,7 @@ def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
     table["paper"] = [paper_value(reference, "table4_representation", row, row.representation, models)
                       for row in table.itertuples()]
     return table[["benchmark", "student", "representation", "memory", "protocol", "setting", "success", "std", "runs",
-                  "tasks", "paper"]]
+                  "tasks", "tokens", "cost_usd", "paper"]]
 
 
 DECOMPOSITION_OPTIONS = {"decompose_samples"}

@@ -124,9 +124,10 @@ def workflow_code(benchmark, steps: list[Step], limit: int = 15) -> str:
     return "\n".join(lines[:limit] + (["# ..."] if len(lines) > limit else []))
 
 
-def model_workflow(chat, instruction: str, benchmark, steps: list[Step]) -> str | None:
+def model_workflow(chat, instruction: str, benchmark, steps: list[Step], prompt_name: str = "memory_workflow") \
+        -> str | None:
     """The writer model's insight, or None (logged) when it gave no usable text."""
-    prompt = load_prompt("memory_workflow").format(
+    prompt = load_prompt(prompt_name).format(
         instruction=instruction, functions=", ".join(call_sequence(benchmark, steps)),
         trajectory=render_steps_code(steps), max_words=MAX_INSIGHT_WORDS)
     reply = chat([{"role": "user", "content": prompt}])
@@ -178,9 +179,10 @@ def _verb_phrase(benchmark, function_name: str) -> str:
     return " ".join(words[:MAX_LABEL_WORDS]).lower() or "call function"
 
 
-def model_segments(chat, benchmark, steps: list[Step], task_id: str) -> list[dict]:
+def model_segments(chat, benchmark, steps: list[Step], task_id: str, prompt_name: str = "memory_segment") \
+        -> list[dict]:
     """Segments from the writer model, repaired where possible, else the rules segments (logged)."""
-    prompt = load_prompt("memory_segment").format(
+    prompt = load_prompt(prompt_name).format(
         n_steps=len(steps), last_step=len(steps) - 1, steps=render_numbered_steps(steps),
         hints=breakpoint_hints(benchmark, steps), max_segments=MAX_SEGMENTS, max_label_words=MAX_LABEL_WORDS)
     reply = chat([{"role": "user", "content": prompt}])
