@@ -107,7 +107,7 @@ def add_run_arguments(run) -> None:
     run.add_argument("--k", help="top-k per memory type, e.g. " + ",".join(f"{t.code}=1" for t in types))
     run.add_argument("--delta", help="minimum similarity per memory type, e.g. " + ",".join(
         f"{t.code}={t.default_delta}" for t in types if t.default_delta is not None))
-    run.add_argument("--split-seed", type=int, default=0, help="seed of the cross_split 7:3 split")
+    run.add_argument("--split-seed", type=int, default=0, help="seed of a cross split's 7:3 split")
     run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
                      help="a run option of the memory method (" + "; ".join(
                          f"{spec.name}: {', '.join(spec.run_options)}" for spec in method_specs() if spec.run_options)

@@ -10,7 +10,7 @@ from amd.agent.loop import Limits
 from amd.errors import AmdError, did_you_mean
 from amd.registry import AGENTS, create_benchmark
 from amd.runner import RunSpec, run_tasks
-from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT, option_flags
+from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, option_flags
 
 log = logging.getLogger("amd.run")
 
@@ -33,13 +33,13 @@ def _run(args, benchmark, choose=None) -> int:
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
     memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
                                   parse_per_type(args.delta, "--delta", float))
-    if args.protocol == CROSS_SPLIT and memory is not None:
+    if args.protocol in CROSS_SPLITS and memory is not None:
         from amd.memory.protocols import eval_task_ids
 
-        # The split is over the bank's own task groups, the same ones the hooks split, so the two always agree.
-        eval_side = set(eval_task_ids(args.memory, args.split_seed))
+        # The split is over the bank's own tasks (or their groups), the same ones the hooks split, so the two agree.
+        eval_side = set(eval_task_ids(args.memory, args.protocol, args.split_seed))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
-        log.info("cross_split (seed %d): %d tasks on the evaluation side", args.split_seed, len(task_ids))
+        log.info("%s (seed %d): %d tasks on the evaluation side", args.protocol, args.split_seed, len(task_ids))
     if choose is not None:
         task_ids = choose(task_ids)
     limits = Limits(max_steps_per_turn=args.max_steps_per_turn, max_steps=args.max_steps)

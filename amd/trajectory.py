@@ -22,6 +22,7 @@ class MemoryInfo(TypedDict):  # plus the method's own run options and the fields
     bank: NotRequired[str | None]
     bank_sha256: NotRequired[str | None]
     protocol: NotRequired[str | None]
+    excluded: NotRequired[str]  # the leakage audit: "group", "task" or "none", what no task retrieved memory from
     k: NotRequired[dict]
     delta: NotRequired[dict]
     pool: NotRequired[dict]  # a bank pooled from several teachers (amd.memory.pool)
@@ -31,6 +32,7 @@ class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (rec
     type: str  # a memory type's name (amd.vocabulary)
     entry_id: str
     source_task_id: str  # the leakage audit
+    source_group: NotRequired[str]  # that task's group
     source_teacher: NotRequired[str]  # a pooled bank's entry: whose trajectory it came from
     similarity: NotRequired[float | None]
     query: NotRequired[str]

@@ -33,9 +33,17 @@ PREFER_TEACHER = "prefer_teacher"
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
 PROMPTING = ("amd", "official", "json")
 
-# Leakage protocols (paper Appendix B.3; amd.memory.protocols).
-SELF_EXCLUDED, CROSS_SPLIT, SHARED = "self_excluded", "cross_split", "shared"
-PROTOCOLS = (SELF_EXCLUDED, CROSS_SPLIT, SHARED)
+# Leakage protocols (paper Appendix B.3; amd.memory.protocols), each with its exclusion unit: what no task retrieves
+# memory from. GROUP: its own group (the task and its variants; our stricter default); TASK: only the task itself
+# (the paper's unit, B.3); None: nothing (`shared`, the paper's main results). A cross split holds out 30 % of the units.
+SELF_EXCLUDED, SELF_EXCLUDED_TASK = "self_excluded", "self_excluded_task"
+CROSS_SPLIT, CROSS_SPLIT_TASK = "cross_split", "cross_split_task"
+SHARED = "shared"
+GROUP, TASK = "group", "task"
+EXCLUSION_UNITS = {SELF_EXCLUDED: GROUP, SELF_EXCLUDED_TASK: TASK, CROSS_SPLIT: GROUP, CROSS_SPLIT_TASK: TASK,
+                   SHARED: None}
+PROTOCOLS = tuple(EXCLUSION_UNITS)
+CROSS_SPLITS = (CROSS_SPLIT, CROSS_SPLIT_TASK)
 
 
 def method_spec(name: str) -> MethodSpec:

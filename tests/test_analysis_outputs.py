@@ -8,8 +8,9 @@ import pytest
 
 from amd.analysis import figures, layout, paired, tables
 from amd.analysis.cli import register
-from amd.analysis.reference import load_reference
+from amd.analysis.reference import load_reference, setting
 from amd.analysis.runs import load_runs
+from amd.analysis.tables import AVG
 from amd.cost import price_table
 from amd.errors import AmdError
 from amd.memory.amd import tables as amd_tables
@@ -17,11 +18,11 @@ from amd.schema import validate
 from amd.vocabulary import memory_config
 
 
-def record(task_id, success, steps, spec, memory="zero_shot", kind="model"):
+def record(task_id, success, steps, spec, memory="zero_shot", kind="model", benchmark="bfcl", params=None):
     return validate({
-        "schema": "amd.trajectory/1", "task_id": task_id, "benchmark": "bfcl",
+        "schema": "amd.trajectory/1", "task_id": task_id, "benchmark": benchmark,
         "data_version": {"package": "bfcl-eval==test", "sha256": "0" * 64},
-        "agent": {"spec": spec, "kind": kind, "model": None, "params": {}},
+        "agent": {"spec": spec, "kind": kind, "model": None, "params": params or {}},
         "memory": {"config": memory}, "instruction": "do it",
         "turns": [{"user": "do it", "steps": [
             {"model_text": "x", "calls": [], "observations": [], "error": False} for _ in range(steps)]}],
@@ -30,12 +31,14 @@ def record(task_id, success, steps, spec, memory="zero_shot", kind="model"):
     })
 
 
-def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="model") -> str:
-    """outcomes: list of (success, steps), one per task."""
+def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="model", params=None) -> str:
+    """outcomes: list of (success, steps), one per task (one record validated per distinct outcome); the benchmark
+    is the path's."""
     full = root / path
     full.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(record(f"multi_turn_base_{i}", ok, steps, spec, memory, kind))
-             for i, (ok, steps) in enumerate(outcomes)]
+    benchmark = Path(path).parts[1]
+    made = {outcome: record("x", *outcome, spec, memory, kind, benchmark, params) for outcome in set(outcomes)}
+    lines = [json.dumps(made[outcome] | {"task_id": f"multi_turn_base_{i}"}) for i, outcome in enumerate(outcomes)]
     full.write_text("\n".join(lines) + "\n")
     return str(full)
 
@@ -57,21 +60,32 @@ def student_run(root, student, spec, memcfg, seed, outcomes, k="wf1_st1_fn1", **
     return write_run(root, path, outcomes, spec, memcfg)
 
 
-@pytest.fixture
-def grid(tmp_path):
+def make_grid(root, scale: int = 1) -> list[str]:
     """Qwen3-4B (a paper model) zero-shot, with AMD (two seeds each) and with two baseline methods (one seed), a
-    local 0.5B model zero-shot, plus the teacher."""
+    local 0.5B model zero-shot, plus the teacher, on 4 tasks (each outcome repeated `scale` times)."""
     spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
-    runs = [write_run(tmp_path, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
-                      [(True, 3), (True, 5), (False, 9), (True, 4)], "openai:gpt-5-mini")]
+    runs = [write_run(root, layout.TEACHER_RUN.format(benchmark="bfcl", teacher="gpt5mini"),
+                      [(True, 3), (True, 5), (False, 9), (True, 4)] * scale, "openai:gpt-5-mini")]
     for seed, zero, amd in [(0, [(False, 8), (False, 8), (True, 4), (False, 8)], [(True, 4)] * 3 + [(False, 6)]),
                             (1, [(False, 8), (True, 6), (False, 8), (False, 8)], [(True, 4)] * 2 + [(False, 6)] * 2)]:
-        runs.append(student_run(tmp_path, "qwen3_4b", spec, "zero_shot", seed, zero))
-        runs.append(student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", seed, amd))
-    runs.append(student_run(tmp_path, "qwen3_4b", spec, "sasm", 0, [(True, 4)] + [(False, 6)] * 3, k="sasm1"))
-    runs.append(student_run(tmp_path, "qwen3_4b", spec, "memp", 0, [(True, 4)] * 2 + [(False, 6)] * 2, k="memp3"))
-    runs.append(student_run(tmp_path, "qwen05", "local:qwen2.5-coder-0.5b", "zero_shot", 0, [(False, 2)] * 4))
+        runs.append(student_run(root, "qwen3_4b", spec, "zero_shot", seed, zero * scale))
+        runs.append(student_run(root, "qwen3_4b", spec, "wf_st_fn", seed, amd * scale))
+    runs.append(student_run(root, "qwen3_4b", spec, "sasm", 0, ([(True, 4)] + [(False, 6)] * 3) * scale, k="sasm1"))
+    runs.append(student_run(root, "qwen3_4b", spec, "memp", 0, ([(True, 4)] * 2 + [(False, 6)] * 2) * scale,
+                            k="memp3"))
+    runs.append(student_run(root, "qwen05", "local:qwen2.5-coder-0.5b", "zero_shot", 0, [(False, 2)] * 4 * scale))
     return runs
+
+
+@pytest.fixture
+def grid(tmp_path):
+    return make_grid(tmp_path)
+
+
+@pytest.fixture
+def paper_grid(tmp_path):
+    """The grid on BFCL's 200 multi_turn_base tasks, the paper's task set (the same success rates)."""
+    return make_grid(tmp_path, scale=50)
 
 
 def test_layout_round_trip_reads_the_cell_back_from_the_path():
@@ -87,20 +101,47 @@ def test_layout_round_trip_reads_the_cell_back_from_the_path():
     assert layout.describe_run("elsewhere/run.jsonl")["role"] == "other"
 
 
-def test_reference_matches_paper_models_only():
+def test_reference_matches_exact_paper_models_task_sets_protocols_and_greedy_sampling():
     reference = load_reference()
     assert reference.paper_model("Qwen/Qwen3-4B") == "Qwen3-4B"
     assert reference.paper_model("Qwen/Qwen3-14B") == "Qwen3-14B"
+    assert reference.paper_model("meta-llama/Llama-3.1-8B-Instruct") == "Llama3.1-8B"
+    assert reference.paper_model("gpt-5-mini") == "GPT-5-mini"
+    # a different model whose name contains the paper's: no paper identity (it matched by substring before)
+    assert reference.paper_model("Qwen/Qwen3-4B-Instruct-2507") is None
     assert reference.paper_model("qwen2.5-coder-0.5b") is None
-    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "wf_st_fn", protocol="shared") == 38.50
-    assert reference.value("table3_teacher", "appworld", "Qwen/Qwen3-8B", "wf_st_fn", "gpt-5.5", "shared") == 58.93
+
+    def value(table, model, memory, teacher="gpt-5-mini", **cell):
+        return reference.value(table, cell.pop("benchmark", "bfcl"), model, memory, teacher=teacher,
+                               **({"tasks": 200, "protocol": "shared"} | cell))
+
+    assert value("table1_main", "Qwen/Qwen3-4B", "wf_st_fn") == 38.50
+    assert value("table3_teacher", "Qwen/Qwen3-8B", "wf_st_fn", "gpt-5.5", benchmark="appworld", tasks=168) == 58.93
+    assert value("table1_main", "Qwen/Qwen3-4B-Instruct-2507", "wf_st_fn") is None
+    assert value("table1_main", "Qwen/Qwen3-4B", "wf_st_fn", teacher="gpt-5.5") is None  # another teacher's memory
     # the paper's memory numbers were measured under `shared`: no other protocol gets them
-    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "wf_st_fn", protocol="self_excluded") is None
-    assert reference.value("table1_main", "bfcl", "Qwen/Qwen3-4B", "zero_shot") == 15.50
+    assert value("table1_main", "Qwen/Qwen3-4B", "wf_st_fn", protocol="self_excluded") is None
+    assert value("table1_main", "Qwen/Qwen3-4B", "zero_shot", teacher=None, protocol=None) == 15.50
+    # only on the paper's task set: 129 ToolSandbox scenarios, not the 91 offline ones
+    assert value("table1_main", "Qwen/Qwen3-4B", "zero_shot", protocol=None, benchmark="toolsandbox", tasks=129) == 16.28
+    assert value("table1_main", "Qwen/Qwen3-4B", "zero_shot", protocol=None, benchmark="toolsandbox", tasks=91) is None
+    # greedy only: a sampled run is ours
+    assert value("table1_main", "Qwen/Qwen3-4B", "wf_st_fn", temperature=0.7) is None
+    assert value("table1_main", "Qwen/Qwen3-4B", "wf_st_fn", temperature=0) == 38.50
 
 
-def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_model_matches(grid):
-    table = tables.table1_main(load_runs(grid))
+def test_a_row_says_its_setting_the_paper_protocol_per_table():
+    assert [setting("table1_main", protocol) for protocol in ("shared", "self_excluded", "self_excluded_task", None)] \
+        == ["paper", "stricter", "other", "both"]
+    assert [setting("table6_protocols", protocol) for protocol in
+            ("cross_split_task", "self_excluded_task", "cross_split", "self_excluded", "shared")] == \
+        ["paper", "paper", "stricter", "stricter", "other"]
+    assert setting("table5_repeats", "shared", 0.7) == "sampled T=0.7" and setting("table5_repeats", "shared", 0) \
+        == "paper"
+
+
+def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_model_matches(paper_grid):
+    table = tables.table1_main(load_runs(paper_grid))
     qwen = table[table["agent"] == "qwen3_4b"].set_index("memory")
     assert list(qwen.index) == ["zero_shot", "memp", "sasm", "wf_st_fn"]  # zero-shot, baselines, AMD
     assert qwen.loc["zero_shot", "success"] == pytest.approx((25.0 + 25.0) / 2)
@@ -110,10 +151,37 @@ def test_table1_has_a_row_per_memory_with_deltas_and_paper_numbers_where_the_mod
     assert qwen.loc["zero_shot", "paper"] == 15.50  # the grid's memory runs are self_excluded: no paper number
     assert qwen.loc[["memp", "sasm", "wf_st_fn"], "paper"].isna().all()
     assert list(qwen["protocol"].fillna("-")) == ["-", "self_excluded", "self_excluded", "self_excluded"]
+    assert list(qwen["setting"]) == ["both", "stricter", "stricter", "stricter"]
     assert pd.isna(table[table["agent"] == "qwen05"]["paper"].iloc[0])
     teacher = table.iloc[0]
     assert (teacher["agent"], teacher["memory"], teacher["success"], teacher["paper"]) == \
         ("gpt5mini", "teacher", 75.0, 36.50)
+    assert AVG not in set(table["benchmark"])  # one benchmark: no average
+
+
+def test_table1_avg_row_is_the_mean_over_benchmarks_and_its_paper_number_the_papers_avg(tmp_path):
+    """The paper's Avg column is the mean of its three benchmark columns (§4.2: GPT-5-mini 38.39, Qwen3-8B with AMD
+    40.96); ours is shown where a row has all three, its paper number where the paper has all three."""
+    sizes = {"appworld": 168, "bfcl": 200, "toolsandbox": 129}
+    spec = "vllm:Qwen/Qwen3-8B@http://h/v1"
+    runs = []
+    for benchmark, size in sizes.items():
+        outcomes = [(True, 2)] * (size // 2) + [(False, 2)] * (size - size // 2)
+        runs.append(write_run(tmp_path, layout.TEACHER_RUN.format(benchmark=benchmark, teacher="gpt5mini"),
+                              outcomes, "openai:gpt-5-mini"))
+        runs.append(write_run(tmp_path, memory_path("wf_st_fn", benchmark=benchmark, student="qwen3_8b",
+                                                    protocol="shared", k="wf1_st1_fn1", seed=0),
+                              outcomes, spec, "wf_st_fn"))
+        runs.append(write_run(tmp_path, layout.ZERO_SHOT_RUN.format(benchmark=benchmark, student="qwen3_8b", seed=0),
+                              outcomes[: size if benchmark != "toolsandbox" else 91], spec))  # 91: no paper number
+    table = tables.table1_main(load_runs(runs))
+    avg = table[table["benchmark"] == AVG].set_index("agent")
+    assert set(avg["memory"]) == {"teacher", "zero_shot", "wf_st_fn"}
+    amd = avg[avg["memory"] == "wf_st_fn"].iloc[0]
+    assert amd["success"] == pytest.approx(sum(100 * (size // 2) / size for size in sizes.values()) / 3)
+    assert round(amd["paper"], 2) == 40.96 and amd["setting"] == "paper"
+    assert round(avg.loc["gpt5mini", "paper"], 2) == 38.39
+    assert pd.isna(avg[avg["memory"] == "zero_shot"]["paper"].iloc[0])  # ToolSandbox's 91 scenarios: none there
 
 
 def test_tables_carry_each_run_s_tokens_and_dollars_mean_over_seeds(grid, tmp_path):
@@ -140,7 +208,8 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
     assert "successes and failures" in notes[2] and notes[3].startswith("Note: protocol:")
-    assert notes[4].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 5
+    assert notes[4].startswith("Note: setting: paper = the paper's own")
+    assert notes[5].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 6
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
     assert amd_only.attrs["notes"] == []
 
@@ -281,18 +350,30 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         tables.table2_ablation(load_runs([teacher_only]))
 
 
-def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_protocol(grid, tmp_path):
+def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_setting(paper_grid, tmp_path):
     spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
-    shared = [student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 4)] * 4, protocol="shared"),
-              student_run(tmp_path, "qwen3_4b", spec, "memp", 0, [(True, 4)] * 4, k="memp3", protocol="shared")]
-    runs = load_runs(grid + shared)
+    shared = [student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 4)] * 200, protocol="shared"),
+              student_run(tmp_path, "qwen3_4b", spec, "memp", 0, [(True, 4)] * 200, k="memp3", protocol="shared"),
+              student_run(tmp_path, "qwen3_4b", spec, "sasm", 0, [(True, 4)] * 4, k="sasm1", protocol="shared")]
+    sampled = student_run(tmp_path, "qwen3_4b_t07", spec, "wf_st_fn", 0, [(True, 4)] * 200, protocol="shared")
+    rewrite_records(sampled, lambda _, rec: rec["agent"].update(params={"temperature": 0.7, "seed": 0}))
+    other_model = student_run(tmp_path, "qwen3_4b_2507", "vllm:Qwen/Qwen3-4B-Instruct-2507@http://h/v1", "wf_st_fn",
+                              0, [(True, 4)] * 200, protocol="shared")
+    runs = load_runs(paper_grid + shared + [sampled, other_model])
     for name in ("table1_main", "table2_ablation", "table5_repeats"):
         table = tables.build_table(name, runs)
         with_paper = table[table.get("paper", pd.Series(dtype=float)).notna()] if "paper" in table else table[:0]
         assert set(with_paper["protocol"].dropna()) <= {"shared"}, name
-    table1 = tables.table1_main(runs).set_index(["memory", "protocol"])
-    assert table1.loc[("wf_st_fn", "shared"), "paper"] == 38.50 and table1.loc[("memp", "shared"), "paper"] == 28.25
-    assert pd.isna(table1.loc[("wf_st_fn", "self_excluded"), "paper"])
+        assert set(with_paper["setting"]) <= {"paper", "both"}, name
+    table1 = tables.table1_main(runs).set_index(["agent", "memory", "protocol"])
+    assert table1.loc[("qwen3_4b", "wf_st_fn", "shared"), "paper"] == 38.50
+    assert table1.loc[("qwen3_4b", "memp", "shared"), "paper"] == 28.25
+    assert table1.loc[("qwen3_4b", "wf_st_fn", "shared"), "setting"] == "paper"
+    assert pd.isna(table1.loc[("qwen3_4b", "sasm", "shared"), "paper"])  # 4 tasks: not the paper's 200
+    assert pd.isna(table1.loc[("qwen3_4b", "wf_st_fn", "self_excluded"), "paper"])
+    assert table1.loc[("qwen3_4b_t07", "wf_st_fn", "shared"), "setting"] == "sampled T=0.7"
+    assert pd.isna(table1.loc[("qwen3_4b_t07", "wf_st_fn", "shared"), "paper"])
+    assert pd.isna(table1.loc[("qwen3_4b_2507", "wf_st_fn", "shared"), "paper"])  # not the paper's Qwen3-4B
     fig = figures.fig3_steps(runs)
     labels = {text.get_text() for ax in fig.axes for text in ax.get_legend().get_texts()}
     assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels

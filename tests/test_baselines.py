@@ -288,6 +288,25 @@ def test_self_excluded_never_injects_the_task_own_entries_and_shared_does(banks,
     assert leaks > 0  # the leaky protocol does leak, so the check above can fail
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_a_sibling_task_is_retrievable_under_task_level_exclusion_and_never_under_group_level(tmp_path, method):
+    """Tasks 901 and 902 made variants of one scenario: under self_excluded_task each may see the other's memory,
+    under self_excluded neither does; neither ever sees its own."""
+    records = all_records()
+    for record in records[:2]:
+        record["task_group"] = "pair"
+    build_bank([write_jsonl(tmp_path / "teacher.jsonl", records)], method, "rules", EMBEDDER, tmp_path / "bank")
+    student = student_answering(json.dumps({"keywords": ["buy", "shares", "watchlist"]}) if method == "memp"
+                                else json.dumps(STUDENT_PLAN))
+    for protocol, sibling_seen in (("self_excluded", False), ("self_excluded_task", True)):
+        hooks = open_memory(tmp_path / "bank", method, protocol=protocol, k=10)
+        for me, sibling in ((records[0], records[1]), (records[1], records[0])):
+            found = hooks.task_start(TaskContext(me["task_id"], "pair", me["instruction"], student)).records
+            sources = {r["source_task_id"] for r in found}
+            assert me["task_id"] not in sources and (sibling["task_id"] in sources) is sibling_seen, (protocol, me)
+            assert ("pair" in {r["source_group"] for r in found}) is sibling_seen
+
+
 def test_reasoningbank_retrieves_top_k_entries_by_instruction(banks):
     hooks = open_memory(banks / "reasoningbank", "reasoningbank", protocol="shared")
     trading = all_records()[1]

@@ -14,7 +14,7 @@ from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.pool import pool_banks
-from amd.memory.protocols import memory_groups
+from amd.memory.protocols import memory_side
 from amd.schema import validate
 
 EMBEDDER = "hash:256"
@@ -123,7 +123,7 @@ def test_no_task_sees_its_own_group_from_any_teacher(pooled, prefer):
 
 def test_cross_split_takes_memory_from_the_memory_side_of_all_teachers(pooled):
     manifest = load_bank(pooled).manifest
-    side = memory_groups(manifest["task_groups"], 3)
+    side = memory_side(manifest["task_groups"], "cross_split", 3)
     hooks = open_memory(pooled, "wf_st_fn", protocol="cross_split", split_seed=3, k=50, delta=-1.0,
                         options={"prefer_teacher": "beta"})
     entries = [e for entries in hooks.bank.entries.values() for e in entries]

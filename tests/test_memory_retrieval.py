@@ -15,7 +15,7 @@ from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
-from amd.memory.protocols import eval_task_ids, split_groups
+from amd.memory.protocols import eval_task_ids, split_units
 from amd.vocabulary import memory_configs
 
 EMBEDDER = "hash:256"
@@ -81,19 +81,19 @@ def test_shared_protocol_logs_a_warning(bank_dir, caplog):
 
 def test_cross_split_is_deterministic_disjoint_and_70_30():
     ids = [f"multi_turn_base_{i}" for i in range(200)]
-    memory, held_out = split_groups(ids, seed=0)
-    assert (memory, held_out) == split_groups(list(reversed(ids)), seed=0)
+    memory, held_out = split_units(ids, seed=0)
+    assert (memory, held_out) == split_units(list(reversed(ids)), seed=0)
     assert len(memory) == 140 and len(held_out) == 60
     assert not set(memory) & set(held_out) and set(memory) | set(held_out) == set(ids)
-    assert split_groups(ids, seed=1) != (memory, held_out)
+    assert split_units(ids, seed=1) != (memory, held_out)
 
 
 def test_cross_split_retrieves_only_from_the_memory_side(tmp_path):
     records = [record(f"multi_turn_base_{i}", [(f"Add {10 + i} and {20 + i} for order {i}.", [
         step([call("add", a=10 + i, b=20 + i)], [f'{{"result": {30 + 2 * i}}}']), reply()])]) for i in range(20)]
     build_bank([write_jsonl(tmp_path / "t.jsonl", records)], "amd", "rules", EMBEDDER, tmp_path / "bank")
-    memory, held_out = split_groups([r["task_id"] for r in records], seed=3)
-    assert eval_task_ids(tmp_path / "bank", seed=3) == held_out
+    memory, held_out = split_units([r["task_id"] for r in records], seed=3)
+    assert eval_task_ids(tmp_path / "bank", "cross_split", seed=3) == held_out
     hooks = hooks_for(tmp_path / "bank", "wf_st_fn", protocol="cross_split", split_seed=3, k=20, delta=-1.0)
     for task_id in held_out:
         found = hooks.task_start(task(task_id, "Add two numbers for an order.")).records
@@ -102,6 +102,59 @@ def test_cross_split_retrieves_only_from_the_memory_side(tmp_path):
     with pytest.raises(AmdError, match="memory side of the cross split"):
         hooks.task_start(task(memory[0], "Add."))
     assert hooks.describe()["split_seed"] == 3
+
+
+def sibling_records() -> list[dict]:
+    """The fixture runs, with tasks 901 and 902 made variants of one scenario (group `pair`)."""
+    records = all_records()
+    for rec in records[:2]:
+        rec["task_group"] = "pair"
+    return records
+
+
+@pytest.mark.parametrize("protocol,unit", [("self_excluded", "group"), ("self_excluded_task", "task")])
+def test_the_exclusion_unit_decides_whether_a_sibling_is_retrievable_and_never_the_task_itself(tmp_path, protocol,
+                                                                                                unit):
+    records = sibling_records()
+    build_bank([write_jsonl(tmp_path / "t.jsonl", records)], "amd", "rules", EMBEDDER, tmp_path / "bank")
+    hooks = hooks_for(tmp_path / "bank", "wf_st_fn", protocol=protocol, k=10, delta=-1.0)
+    assert hooks.describe()["excluded"] == unit  # the trajectory says what was excluded
+    for me, sibling in ((records[0], records[1]), (records[1], records[0])):
+        labels = json.dumps([t["user"] for t in sibling["turns"]])
+        context = TaskContext(me["task_id"], "pair", me["instruction"], lambda messages, text=labels: ChatReply(text=text))
+        names = [c["name"] for t in sibling["turns"] for s in t["steps"] for c in s["calls"]]
+        found = hooks.task_start(context).records + hooks.after_error(context, names).records
+        sources = {r["source_task_id"] for r in found}
+        assert me["task_id"] not in sources  # never its own memory, under either unit
+        assert (sibling["task_id"] in sources) is (unit == "task"), me["task_id"]
+        # the audit fields: each injection names its source task and group
+        assert {r["source_group"] for r in found if r["source_task_id"] == sibling["task_id"]} <= {"pair"}
+        assert all(r["source_group"] == r["source_task_id"] for r in found if r["source_task_id"] != sibling["task_id"])
+
+
+def test_a_task_level_cross_split_splits_tasks_so_a_held_out_task_may_see_its_sibling(tmp_path):
+    records = [record(f"multi_turn_base_{i}", [(f"Add {10 + i} and {20 + i} for order {i}.", [
+        step([call("add", a=10 + i, b=20 + i)], [f'{{"result": {30 + 2 * i}}}']), reply()])]) for i in range(20)]
+    for rec in records:
+        rec["task_group"] = f"pair_{int(rec['task_id'].rsplit('_', 1)[1]) // 2}"
+    build_bank([write_jsonl(tmp_path / "t.jsonl", records)], "amd", "rules", EMBEDDER, tmp_path / "bank")
+    group_of = {r["task_id"]: r["task_group"] for r in records}
+    by_group = eval_task_ids(tmp_path / "bank", "cross_split", seed=3)
+    by_task = eval_task_ids(tmp_path / "bank", "cross_split_task", seed=3)
+    assert by_task == split_units(group_of, seed=3)[1] and len(by_task) == 6
+    assert {group_of[t] for t in by_group} == set(split_units(group_of.values(), seed=3)[1])  # whole groups held out
+    hooks = hooks_for(tmp_path / "bank", "wf", protocol="cross_split_task", split_seed=3, k=20, delta=-1.0)
+    assert hooks.describe()["excluded"] == "task" and hooks.describe()["split_seed"] == 3
+    seen_sibling = False
+    for task_id in by_task:
+        sources = {r["source_task_id"] for r in hooks.task_start(TaskContext(task_id, group_of[task_id],
+                                                                             "Add two numbers.")).records}
+        assert sources and not sources & set(by_task)  # memory only from the memory side's tasks
+        seen_sibling |= any(group_of[source] == group_of[task_id] for source in sources)
+    assert seen_sibling  # a held-out task's sibling is on the memory side: the group split never allows that
+    with pytest.raises(AmdError, match="memory side of the cross split"):
+        hooks.task_start(TaskContext(records[0]["task_id"] if records[0]["task_id"] not in by_task
+                                     else records[1]["task_id"], "pair_0", "Add."))
 
 
 def test_proactive_injects_workflow_and_deduplicated_subtasks_after_decomposition(bank_dir):
@@ -132,6 +185,7 @@ def test_wf_config_never_calls_decompose_and_delta_filters(bank_dir):
     assert hooks.task_start(TaskContext("new_task", "new_task", "Buy 100 shares of NVDA.", student)) == NOTHING
     assert hooks.describe() == {"config": "wf", "method": "amd", "bank": str(bank_dir),
                                 "bank_sha256": load_bank(bank_dir).manifest_sha256, "protocol": "self_excluded",
+                                "excluded": "group",
                                 "k": {"workflow": 1}, "delta": {"workflow": 0.999},
                                 "representation": {"workflow": "prose"}, "per_turn": False}
 
@@ -180,7 +234,8 @@ def test_zero_shot_has_no_hooks_and_bad_names_list_the_allowed_ones(bank_dir):
     assert hooks_for(bank_dir, "zero_shot") is None
     with pytest.raises(AmdError, match="allowed: zero_shot, wf, wf_st"):
         hooks_for(bank_dir, "wf_st_fx")
-    with pytest.raises(AmdError, match="allowed: self_excluded, cross_split, shared"):
+    with pytest.raises(AmdError, match="allowed: self_excluded, self_excluded_task, cross_split, cross_split_task, "
+                                      "shared"):
         hooks_for(bank_dir, "wf", protocol="leave_one_out")
     with pytest.raises(AmdError, match="k for workflow"):
         hooks_for(bank_dir, "wf", k=0)

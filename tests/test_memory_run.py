@@ -53,7 +53,10 @@ def bank(tmp_path_factory):
     return tmp / "bank"
 
 
-@pytest.mark.parametrize("protocol", ["self_excluded", "shared"])
+EXCLUDED = {"self_excluded": "group", "self_excluded_task": "task", "shared": "none"}
+
+
+@pytest.mark.parametrize("protocol", list(EXCLUDED))
 def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_path, protocol):
     env = {**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "student.jsonl"
@@ -71,7 +74,11 @@ def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_
         assert {"workflow", "subtask", "function"} <= types, record["task_id"]
         own_entries += sum(entry["source_task_id"] == record["task_id"] for entry in injections)
         assert record["memory"]["config"] == "wf_st_fn" and record["memory"]["protocol"] == protocol
-    if protocol == "self_excluded":
+        # the leakage audit from the record alone: what was excluded, and each injection's source task and group
+        assert record["memory"]["excluded"] == EXCLUDED[protocol]
+        if protocol == "self_excluded":
+            assert all(entry["source_group"] != record["task_group"] for entry in injections)
+    if protocol != "shared":
         assert own_entries == 0
     else:
         assert own_entries > 0  # the leaky protocol really does leak: the check above can fail
@@ -89,7 +96,7 @@ def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
     assert f"{broken / 'subtask.jsonl'}:3: corrupt bank file" in done.stderr
 
 
-def test_variants_of_one_scenario_never_see_each_other_under_self_excluded(bank):
+def test_variants_of_one_scenario_see_each_other_only_under_the_task_level_protocol(bank):
     """BFCL tasks 40 and 43 open with the same user turn: one group, so neither retrieves the other's memory."""
     from amd.agent.hooks import TaskContext
     from amd.memory.method import open_memory
@@ -106,6 +113,10 @@ def test_variants_of_one_scenario_never_see_each_other_under_self_excluded(bank)
     safe = open_memory(bank, "wf_st_fn", k=20, delta=-1.0)
     records = safe.task_start(task).records + safe.after_error(task, ["cd", "ls", "mv"]).records
     assert records and not {r["source_task_id"] for r in records} & {"multi_turn_base_40", "multi_turn_base_43"}
+    # the paper's unit (B.3): only the task itself is excluded, so its variant's memory comes first
+    paper = open_memory(bank, "wf", protocol="self_excluded_task", k=3, delta=-1.0).task_start(task).records
+    assert paper[0]["source_task_id"] == "multi_turn_base_40" and "multi_turn_base_43" not in \
+        {r["source_task_id"] for r in paper}
 
 
 def repeating_student(answers: dict):

@@ -26,18 +26,22 @@ WORKFLOW_FILES = ("Snakefile", "rules", "config", "report", "profiles", "environ
 
 @pytest.fixture
 def workdir(tmp_path):
+    return make_workdir(tmp_path)
+
+
+def make_workdir(where: Path):
     """A copy of the workflow with a fake `amd` on PATH; returns (dir, env)."""
     for name in WORKFLOW_FILES:
         source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
-    bin_dir = tmp_path / "bin"
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, where / name)
+    bin_dir = where / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "amd"
     fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests/slurm/fake_amd.py"}" "$@"\n')
     fake.chmod(0o755)
     env = os.environ | {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-                        "FAKE_AMD_LOG": str(tmp_path / "amd_calls.jsonl"), "PYTHONPATH": str(REPO)}
-    return tmp_path, env
+                        "FAKE_AMD_LOG": str(where / "amd_calls.jsonl"), "PYTHONPATH": str(REPO)}
+    return where, env
 
 
 def snakemake(where, env, *args, check=True):
@@ -96,8 +100,8 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     k_sweep = planned_jobs(snakemake(where, env, "-n", "results/fig5_k_sweep.pdf", "--cores", "8",
                                      "--configfile", "config/paper.yaml"))
     took_fig5 = child_cpu_seconds() - started
-    # base k plus k = 2..5 for each of wf, st, fn; two seeds each
-    assert k_sweep["run_student_memory_served"] == (1 + 3 * 4) * 2
+    # base k plus k = 2..5 for each of wf, st, fn; two seeds each; in the paper's setting and our stricter twin
+    assert k_sweep["run_student_memory_served"] == (1 + 3 * 4) * 2 * 2
     # Figure 5 is AppWorld's: its teacher, bank and runs, after AppWorld's environment is set up once
     assert k_sweep["setup_benchmark"] == 1 and k_sweep["run_teacher"] == 1 and k_sweep["build_memory"] == 1
     assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
@@ -130,8 +134,11 @@ def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_w
                        "results/tables/function_gating.md", "--cores", "1", "--configfile", "config/paper.yaml")
     runs = set(re.findall(r"results/(\w+)/student-(\w+)/gpt5mini-gpt5mini-te3small-amd/(\w+)/self_excluded/"
                           r"k_wf1_st1_fn1/seed(\d)/trajectories.jsonl", result.stdout))
-    configs = ("wf_st_fn", "wf_st_fn_checked", "wf_st_fn_gated", "wf_st_fn_signature", "wf_st_fn_gated_signature")
-    assert runs == set(itertools.product(("appworld", "bfcl"), ("qwen3_4b", "gemma4_e4b"), configs, ("0", "1")))
+    checked = ("wf_st_fn", "wf_st_fn_checked")
+    gated = ("wf_st_fn", "wf_st_fn_gated", "wf_st_fn_signature", "wf_st_fn_gated_signature")
+    benchmarks, seeds = ("appworld", "bfcl"), ("0", "1")
+    assert runs == set(itertools.product(benchmarks, ("qwen3_4b", "gemma4_e4b"), checked, seeds)) | \
+        set(itertools.product(benchmarks, ("llama31_8b", "gemma4_e4b"), gated, seeds))
     assert planned_jobs(result)["make_table"] == 2
     options = [re.findall(r"--memory-option '?(\w+)=", line) for line in result.stdout.splitlines()
                if "--memory-config wf_st_fn_" in line]
@@ -167,14 +174,14 @@ def test_the_paper_grid_has_each_teacher_write_its_own_memory_for_table3(workdir
 
 def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
     """Table 1's third column and Figure 3: the teacher and 4 students x 5 memory settings (zero-shot, the three
-    baselines, AMD) x 2 seeds on ToolSandbox,
-    every run with GPT-5-mini as the user simulator (no temperature, a reasoning budget)."""
+    baselines, AMD) x 2 seeds on the paper's 129 ToolSandbox scenarios, the four memory settings in the paper's
+    setting and in our stricter twin, every run with GPT-5-mini as the user simulator (no temperature, a reasoning
+    budget)."""
     where, env = workdir
-    user = ("--benchmark-option user_max_tokens=16384 --benchmark-option user_model=openai:gpt-5-mini "
-            "--benchmark-option user_temperature=none")
-    # Table 1 also runs the four memory settings again under the paper's protocol (main_shared)
-    for target, expected in (("results/fig3_steps.pdf", 1 + 4 * 5 * 2),
-                             ("results/tables/table1_main.md", 1 + 4 * 5 * 2 + 4 * 4 * 2)):
+    user = ("--benchmark-option scenarios=base --benchmark-option user_max_tokens=16384 "
+            "--benchmark-option user_model=openai:gpt-5-mini --benchmark-option user_temperature=none")
+    for target, expected in (("results/fig3_steps.pdf", 1 + 4 * 2 + 4 * 4 * 2 * 2),
+                             ("results/tables/table1_main.md", 1 + 4 * 2 + 4 * 4 * 2 * 2)):
         lines = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile",
                           "config/paper.yaml").stdout.splitlines()
         runs = [line for line in lines if "amd run toolsandbox" in line]
@@ -185,7 +192,7 @@ def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):
     where, env = workdir
     result = snakemake(where, env, "-n", "results/fig4_student_size.pdf", "--configfile", "config/paper.yaml",
                        "--profile", "profiles/slurm")
-    assert planned_jobs(result)["run_student_memory_served"] == 8
+    assert planned_jobs(result)["run_student_memory_served"] == 16  # 4 students x 2 seeds, paper setting and twin
 
 
 def test_a_bad_value_is_rejected_before_any_job_naming_the_key(workdir):

@@ -184,12 +184,13 @@ def test_a_model_free_teacher_cannot_write_its_own_memory():
         Grid(config)
 
 
-def test_repeats_in_the_paper_grid_sample_with_a_recorded_seed_each():
+def test_repeats_in_the_paper_grid_decode_greedily_with_a_recorded_seed_each_and_sampling_is_its_own_experiment():
     grid = Grid(load_config("config.yaml", "paper.yaml"))
-    cells = [cell for cell in grid.cells("repeats") if cell["benchmark"] == "bfcl"]
-    commands = [parse_shell(run_command(grid, cell)) for cell in cells if cell["memcfg"] == "zero_shot"]
-    assert sorted(command.seed for command in commands) == [0, 1, 2, 3, 4]
-    assert all(command.temperature > 0 for command in commands)
+    for experiment, temperature in (("repeats_paper", 0), ("repeats", 0), ("sampling", 0.7)):
+        cells = [cell for cell in grid.cells(experiment) if cell["benchmark"] == "bfcl"]
+        commands = [parse_shell(run_command(grid, cell)) for cell in cells if cell["memcfg"] == "zero_shot"]
+        assert sorted(command.seed for command in commands) == [0, 1, 2, 3, 4], experiment
+        assert {command.temperature for command in commands} == {temperature}, experiment
     teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini')}")
     assert teacher.temperature is None and teacher.max_tokens >= 16384
 

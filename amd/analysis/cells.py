@@ -25,6 +25,7 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     grouped = runs.groupby(keys, dropna=False, sort=False)
     table = grouped.agg(
         model=("model", "first"),
+        temperature=("temperature", "first"),
         success=("success_rate", "mean"),
         std=("success_rate", "std"),
         runs=("success_rate", "size"),

@@ -8,8 +8,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs
+from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs, teacher_models
 from amd.analysis.reference import CITATION, load_reference
+from amd.analysis.tables import paper_value
 from amd.errors import AmdError
 from amd.vocabulary import ZERO_SHOT, proposed_config
 
@@ -21,7 +22,8 @@ STYLE = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False, "
 def _footer(fig, note: str, with_paper: bool, protocols) -> None:
     named = sorted(p for p in set(protocols) if isinstance(p, str))
     lines = ([f"Memory runs under protocol {', '.join(named)}."] if named else [])
-    lines += ([CITATION + " Hollow black markers: paper (protocol shared only)."] if with_paper else [])
+    lines += ([CITATION + " Hollow black markers: paper, beside series of the paper's protocol (shared), model "
+                          "and task set only."] if with_paper else [])
     lines += [note] if note else []
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=6, va="bottom", wrap=True)
@@ -36,8 +38,8 @@ def _series_label(memory: str, protocol, protocols) -> str:
 def fig3_steps(runs, note=""):
     """Mean interaction steps per task: zero-shot, AMD and the teacher, one panel per benchmark."""
     students = student_runs(runs)
-    cells = aggregate(students, ["benchmark", "student", "memory", "protocol"])
-    teachers = runs[runs["role"] == "teacher"]
+    cells = aggregate(students, ["benchmark", "student", "memory", "protocol", "teacher"])
+    teachers, models = runs[runs["role"] == "teacher"], teacher_models(runs)
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
     reference = load_reference()
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.4 * len(benchmarks), 3.2), squeeze=False)
@@ -59,7 +61,7 @@ def fig3_steps(runs, note=""):
                        hatch=_hatch(memory),
                        label=None if labelled else _series_label(memory, protocol, cells["protocol"]))
                 labelled = True
-                paper = reference.value("fig3_steps", benchmark, cell["model"].iloc[0], memory, protocol=protocol)
+                paper = paper_value(reference, "fig3_steps", next(cell.itertuples()), memory, models)
                 if paper is not None:
                     ax.plot(x, paper, marker="D", color="black", markerfacecolor="none", linestyle="none")
                     drew_paper = True
@@ -98,8 +100,9 @@ def _size_in_billions(model: str) -> float:
 
 def fig4_student_size(runs, note=""):
     """Success rate against student size: zero-shot and AMD lines, paper's AMD points."""
-    cells = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol"])
+    cells = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol", "teacher"])
     cells["size"] = cells["model"].map(_size_in_billions)
+    models = teacher_models(runs)
     reference = load_reference()
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.4 * len(benchmarks), 3.2), squeeze=False)
@@ -117,7 +120,7 @@ def fig4_student_size(runs, note=""):
             ax.plot([order.index(s) for s in line["student"]], line["success"], marker=marker, linestyle=style,
                     color="black", label=_series_label(memory, protocol, cells["protocol"]))
         for row in here[here["memory"] == proposed].itertuples():
-            paper = reference.value("fig4_student_size", benchmark, row.model, proposed, protocol=row.protocol)
+            paper = paper_value(reference, "fig4_student_size", row, proposed, models)
             if paper is not None:
                 ax.plot(order.index(row.student), paper, marker="D", markerfacecolor="none", color="black",
                         linestyle="none", label=None if drew_paper else "paper (AMD)")
@@ -154,9 +157,11 @@ def fig5_k_sweep(runs, note=""):
         xs = sorted(points)
         ax.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker=marker, color="black",
                 linestyle=style, label=_series_label(memory_type, protocol, protocols))
+        first = students[students["protocol"] == protocol].iloc[0]
         for x in xs:
-            paper = reference.value("fig5_k_sweep", students["benchmark"].iloc[0], students["model"].iloc[0],
-                                    f"{memory_type}={x}", protocol=protocol)
+            paper = reference.value("fig5_k_sweep", first["benchmark"], first["model"], f"{memory_type}={x}",
+                                    tasks=first["n_tasks"], teacher=teacher_models(runs).get(first["teacher"]),
+                                    protocol=protocol, temperature=first["temperature"])
             if paper is not None:
                 ax.plot(x, paper, marker=marker, markerfacecolor="none", color="black", linestyle="none",
                         markersize=8, label=None if drew_paper else "paper")

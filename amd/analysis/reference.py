@@ -1,59 +1,98 @@
 """The paper's own numbers (data/paper_reference.csv, package data of `amd.reference_data`), looked up for the
-cells we ran.
+cells we ran, and which setting a table row is.
 
-Source: arXiv 2608.07169 and its project page; each row names the table or figure it was read from, and the
-leakage protocol its memory runs used: the paper's main results are `shared` (memory distilled from the evaluated
-tasks, retrieval never excluding the task's own), so they sit only beside our cells run under that protocol.
-A model matches a reference row when the reference name, reduced to letters and digits, occurs in our model
-name reduced the same way ('Qwen3-4B' matches 'Qwen/Qwen3-4B'); the longest such name wins.
+A paper number stands beside one of our cells only where the cell is in the paper's own setting:
+- the same model: the run's model, lower-cased, is one that data/paper_models.csv names for the paper's model, and
+  the row's teacher is the cell's teacher the same way (exact: 'Qwen/Qwen3-4B' is the paper's Qwen3-4B,
+  'Qwen/Qwen3-4B-Instruct-2507' is not);
+- the same task set: as many tasks as the paper ran on that benchmark (data/paper_task_sets.csv: AppWorld's 168
+  test_normal tasks, BFCL's 200 multi_turn_base tasks, ToolSandbox's 129 base scenarios), so the 91 offline
+  ToolSandbox scenarios, a cross split's held-out 30 % or a probe set get none;
+- the same protocol: the paper's for that table (PAPER_PROTOCOLS: `shared`, in which its main results and analyses
+  were measured; Table 6's two disjoint protocols at the task level); rows without memory hold for any;
+- the same sampling: greedy (temperature 0, or none recorded); a sampled run is a sensitivity run of ours.
 """
 
 import csv
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 
-REFERENCE_FILE = files("amd.reference_data") / "paper_reference.csv"
-CITATION = "Paper numbers: arXiv 2608.07169, read from its tables and project page."
+from amd.vocabulary import CROSS_SPLIT_TASK, EXCLUSION_UNITS, GROUP, SELF_EXCLUDED_TASK, SHARED, ZERO_SHOT
+
+DATA = files("amd.reference_data")
+REFERENCE_FILE = DATA / "paper_reference.csv"
+CITATION = "Paper numbers: arXiv 2608.07169, read from its tables, text and project page."
+PAPER_PROTOCOLS = {"table6_protocols": (CROSS_SPLIT_TASK, SELF_EXCLUDED_TASK)}  # every other output: (SHARED,)
+NO_MEMORY = ("teacher", ZERO_SHOT)  # reference rows that hold under any protocol
+
+# Which setting a table row is (its `setting` column).
+PAPER, STRICTER, BOTH, OTHER = "paper", "stricter", "both", "other"
+SETTING_NOTE = ("setting: paper = the paper's own (its protocol for this table, greedy students); stricter = ours "
+                "(a task never retrieves memory of its own group); both = no memory (zero-shot and teacher runs "
+                "serve both); sampled T=… = students sampled at that temperature (a sensitivity run); other = any "
+                "other protocol. Paper numbers stand only beside rows of the paper's setting (or both) whose model "
+                "and task set are the paper's.")
 
 
-def _squash(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+def paper_protocols(table: str) -> tuple[str, ...]:
+    return PAPER_PROTOCOLS.get(table, (SHARED,))
+
+
+def sampled(temperature) -> bool:
+    return isinstance(temperature, (int, float)) and temperature > 0  # NaN (not recorded) is not
+
+
+def setting(table: str, protocol, temperature=None) -> str:
+    """The setting of a row of `table` run under `protocol` (None: no memory) at `temperature`."""
+    if sampled(temperature):
+        return f"sampled T={temperature:g}"
+    if not isinstance(protocol, str):
+        return BOTH
+    if protocol in paper_protocols(table):
+        return PAPER
+    return STRICTER if EXCLUSION_UNITS.get(protocol) == GROUP else OTHER
+
+
+def _read(name: str) -> tuple[dict, ...]:
+    with (DATA / name).open(newline="", encoding="utf-8") as handle:
+        return tuple(csv.DictReader(handle))
 
 
 @dataclass(frozen=True)
 class Reference:
     rows: tuple
+    models: dict  # our model id, lower-cased -> the paper's name for it
+    task_counts: dict  # benchmark -> how many tasks the paper ran
 
     def paper_model(self, model: str | None) -> str | None:
-        """The paper's name for our model, or None when the paper did not run it."""
-        if not model:
-            return None
-        squashed = _squash(model)
-        names = {row["model"] for row in self.rows} | {row["teacher"] for row in self.rows}
-        matches = [name for name in names if name and _squash(name) in squashed]
-        return max(matches, key=len) if matches else None
+        """The paper's name for our model (exact, by the alias table), or None when the paper did not run it."""
+        return self.models.get(model.strip().lower()) if model else None
 
-    def value(self, table, benchmark, model, setting, teacher=None, protocol=None) -> float | None:
-        """The paper's number for this cell; `teacher` (our teacher's model) is checked when the row names one, and
-        the row's protocol must be the cell's (rows without one, zero-shot and teacher runs, hold for any)."""
+    def value(self, table, benchmark, model, memory, *, tasks, teacher=None, protocol=None,
+              temperature=None) -> float | None:
+        """The paper's number for this cell, or None where the cell is not in the paper's setting (module doc):
+        `memory` as the reference names it (a config, `teacher`, a representation, `st=5`), `tasks` the cell's
+        task count, `teacher` our teacher's model."""
+        if setting(table, protocol, temperature) not in (PAPER, BOTH):
+            return None
+        if tasks != self.task_counts.get(benchmark):
+            return None
         paper_model = self.paper_model(model)
-        paper_teacher = self.paper_model(teacher)
         for row in self.rows:
-            if (row["table"], row["benchmark"], row["setting"]) != (table, benchmark, setting):
+            if (row["table"], row["benchmark"], row["memory"], row["model"]) != (table, benchmark, memory,
+                                                                                 paper_model):
                 continue
-            if row["protocol"] and row["protocol"] != protocol:
+            if (row["protocol"] or None) != (None if memory in NO_MEMORY else protocol):
                 continue
-            if paper_model is None or row["model"] != paper_model:
-                continue
-            if row["teacher"] and paper_teacher and row["teacher"] != paper_teacher:
+            if row["teacher"] not in ("", "self") and self.paper_model(teacher) != row["teacher"]:
                 continue
             return float(row["value"])
         return None
 
 
-@lru_cache(maxsize=4)
-def load_reference(path=REFERENCE_FILE) -> Reference:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return Reference(tuple(csv.DictReader(handle)))
+@lru_cache(maxsize=1)
+def load_reference() -> Reference:
+    models = {row["model"].lower(): row["paper_model"] for row in _read("paper_models.csv")}
+    task_counts = {row["benchmark"]: int(row["tasks"]) for row in _read("paper_task_sets.csv")}
+    return Reference(_read("paper_reference.csv"), models, task_counts)

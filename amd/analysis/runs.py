@@ -45,6 +45,7 @@ def summarize_run(path) -> dict:
         "k": k,
         "k_text": ",".join(f"{t}={v}" for t, v in k.items()),
         "model": model_name(records[0]),
+        "temperature": records[0]["agent"].get("params", {}).get("temperature"),  # None: not sent, or no model
         "oracle": records[0]["agent"]["kind"] == "oracle",
         "n_tasks": metrics["tasks"],
         "missing": len(metrics["missing"]),

@@ -9,16 +9,19 @@ from pathlib import Path
 import pandas as pd
 
 from amd.analysis.cells import MEMORY_ORDER, aggregate, order_by, student_runs, teacher_models
-from amd.analysis.reference import CITATION, load_reference
+from amd.analysis.reference import CITATION, SETTING_NOTE, load_reference, setting
 from amd.analysis.runs import restrict_to_tasks
 from amd.errors import AmdError
-from amd.vocabulary import ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
+from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
 
 BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
 PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
-                 "cross_split: memory from 70 % of the groups, scored on the rest; shared: the paper's setting, a "
-                 "task may retrieve its own memory); a dash: no memory. The paper's numbers were measured under "
-                 "shared, so they appear only beside shared rows (and zero-shot and teacher rows).")
+                 "self_excluded_task: only its own memory is hidden, as in the paper; cross_split, cross_split_task: "
+                 "memory from 70 % of the groups or tasks, scored on the rest; shared: the paper's main setting, a "
+                 "task may retrieve its own memory); a dash: no memory.")
+AVG = "avg"  # Table 1's Avg: the mean over its benchmarks
+NOT_IN_THE_PAPER_TEXT = ("The paper's {table} numbers are not in the text of arXiv 2608.07169 this was read from "
+                         "(its caption only{said}), so no paper column.")
 COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: the agent, the student calls of its "
              "memory method, a user simulator and the writer that built its bank (the whole build, in every run "
              "that reads it); US dollars from data/prices.csv, 0 for models served here (local:, vllm:); a dash: "
@@ -26,14 +29,16 @@ COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: t
 
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
-    "memory method and with {method} memory ({config}); delta = the row - the student's zero-shot.",
+    "memory method and with {method} memory ({config}); delta = the row - the student's zero-shot; benchmark avg = "
+    "the mean over the benchmarks (the paper's Avg column).",
     "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
     "student_memory = the student's own trajectories as the memory source.",
     "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory "
     "(writer: who wrote that memory).",
     "table5_repeats": "Table 5: success rate (%) over repeated runs, mean ± standard deviation.",
-    "table6_protocols": "Table 6: disjoint-evaluation protocols. cross_split: memory from 70 % of tasks, scored on "
-    "the other 30 % (zero-shot scored on the same 30 %); self_excluded: no task retrieves its own memory.",
+    "table6_protocols": "Table 6: disjoint-evaluation protocols. cross_split_task (cross_split): memory from 70 % "
+    "of the tasks (of the groups), scored on the other 30 % (zero-shot scored on the same 30 %); self_excluded_task "
+    "(self_excluded): no task retrieves its own memory (its own group's).",
 }
 
 
@@ -47,36 +52,67 @@ def table1_memories() -> list[str]:
 
 def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
     """A row per benchmark and agent and memory: the teacher, then each student zero-shot, with each baseline
-    method and with AMD; delta = the row's success - the student's zero-shot success."""
+    method and with AMD; delta = the row's success - the student's zero-shot success; then the Avg rows."""
     reference, models = load_reference(), teacher_models(runs)
     students = student_runs(runs)
     cells = aggregate(students[students["memory"].isin(table1_memories())],
                       ["benchmark", "student", "memory", "protocol", "teacher"])
     cells = order_by(order_by(cells, "memory", table1_memories()), "student", list(dict.fromkeys(cells["student"])))
     zero_shot = {(row.benchmark, row.student): row.success for row in cells.itertuples() if row.memory == ZERO_SHOT}
-    rows = [_teacher_row(teacher, reference) for _, teacher in runs[runs["role"] == "teacher"].iterrows()]
+    rows = [_teacher_row("table1_main", teacher, reference) for _, teacher in runs[runs["role"] == "teacher"].iterrows()]
     for row in cells.itertuples():
         zero = zero_shot.get((row.benchmark, row.student))
         rows.append({
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
-            "protocol": row.protocol, "success": row.success,
-            "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
+            "protocol": row.protocol, "setting": setting("table1_main", row.protocol, row.temperature),
+            "success": row.success, "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
             "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens, "cost_usd": row.cost_usd,
-            "paper": reference.value("table1_main", row.benchmark, row.model, row.memory,
-                                     None if row.memory == ZERO_SHOT else models.get(row.teacher),
-                                     row.protocol),
+            "paper": paper_value(reference, "table1_main", row, row.memory, models),
         })
     table = pd.DataFrame(rows)
     table = order_by(table, "benchmark", list(dict.fromkeys(table["benchmark"]))).reset_index(drop=True)
+    table = pd.concat([table, pd.DataFrame(average_rows(table), columns=table.columns)], ignore_index=True)
     table.attrs["notes"] = reconstruction_notes(table)
     return table
 
 
-def _teacher_row(teacher: pd.Series, reference) -> dict:
+def paper_value(reference, table: str, row, memory: str, models: dict) -> float | None:
+    """The paper's number beside an aggregated cell (model, teacher, tasks, protocol, temperature) where it is in the
+    paper's setting; `models`: our teachers' models by name (cells.teacher_models)."""
+    teacher = models.get(row.teacher) if isinstance(row.teacher, str) else None
+    return reference.value(table, row.benchmark, row.model, memory, tasks=row.tasks, teacher=teacher,
+                           protocol=row.protocol, temperature=row.temperature)
+
+
+def _teacher_row(table: str, teacher: pd.Series, reference) -> dict:
     return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
-            "protocol": None, "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            "protocol": None, "setting": setting(table, None, teacher["temperature"]),
+            "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
             "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
-            "paper": reference.value("table1_main", teacher["benchmark"], teacher["model"], "teacher")}
+            "paper": reference.value(table, teacher["benchmark"], teacher["model"], "teacher",
+                                     tasks=teacher["n_tasks"], temperature=teacher["temperature"])}
+
+
+def average_rows(table: pd.DataFrame) -> list[dict]:
+    """Per agent, memory, protocol and setting with a row on every benchmark of the table: the mean success and
+    delta over them (the paper's Avg column is that plain mean: §4.2 gives 38.39, 40.96 and 40.63, the means of its
+    three columns), and the mean of the paper's numbers where each benchmark has one."""
+    benchmarks = set(table["benchmark"])
+    if len(benchmarks) < 2:
+        return []
+    keys = ["agent", "role", "memory", "protocol", "setting"]
+    rows = []
+    for names, group in table.groupby(keys, dropna=False, sort=False):
+        if set(group["benchmark"]) != benchmarks or len(group) != len(benchmarks):
+            continue
+        rows.append({**dict(zip(keys, names)), "benchmark": AVG, "success": group["success"].mean(),
+                     "delta": _mean_of_all(group["delta"]), "runs": None, "tasks": None, "tokens": None,
+                     "cost_usd": None, "paper": _mean_of_all(group["paper"])})
+    return rows
+
+
+def _mean_of_all(values: pd.Series) -> float | None:
+    return None if values.isna().any() else float(values.mean())
 
 
 def reconstruction_notes(table: pd.DataFrame) -> list[str]:
@@ -106,46 +142,52 @@ def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     reference, models = load_reference(), teacher_models(runs)
     students = student_runs(runs)
     table = aggregate(students, ["benchmark", "student", "memory", "protocol", "teacher"])
-    table["paper"] = [
-        reference.value("table2_ablation", row.benchmark, row.model, row.memory,
-                        None if row.memory == "student_memory" else models.get(row.teacher), row.protocol)
-        for row in table.itertuples()
-    ]
+    table["setting"] = settings_of("table2_ablation", table)
+    table["paper"] = [paper_value(reference, "table2_ablation", row, row.memory, models) for row in table.itertuples()]
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "teacher", "success", "std", "runs", "tasks", "tokens",
-         "cost_usd", "paper"]]
+        ["benchmark", "student", "memory", "protocol", "setting", "teacher", "success", "std", "runs", "tasks",
+         "tokens", "cost_usd", "paper"]]
+
+
+def settings_of(table_name: str, table: pd.DataFrame) -> list[str]:
+    """The setting of each aggregated row (amd.analysis.reference.setting)."""
+    return [setting(table_name, row.protocol, row.temperature) for row in table.itertuples()]
 
 
 def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     reference, models = load_reference(), teacher_models(runs)
     rows = []
     for _, teacher in runs[runs["role"] == "teacher"].iterrows():
-        rows.append({"benchmark": teacher["benchmark"], "teacher": teacher["teacher"], "acting": "teacher itself",
-                     "success": teacher["success_rate"], "runs": 1, "tasks": teacher["n_tasks"],
-                     "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
-                     "paper": reference.value("table3_teacher", teacher["benchmark"], teacher["model"], "teacher")})
+        row = _teacher_row("table3_teacher", teacher, reference)
+        rows.append({key: row[key] for key in ("benchmark", "setting", "success", "runs", "tasks", "tokens", "cost_usd",
+                                               "paper")} | {"teacher": teacher["teacher"], "acting": "teacher itself"})
     students, proposed = student_runs(runs), proposed_config()
     cells = aggregate(students[students["memory"] == proposed],
                       ["benchmark", "teacher", "writer", "student", "protocol"])
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
-                     "protocol": row.protocol, "success": row.success, "runs": row.runs, "tasks": row.tasks,
-                     "tokens": row.tokens, "cost_usd": row.cost_usd,
-                     "paper": reference.value("table3_teacher", row.benchmark, row.model, proposed,
-                                              models.get(row.teacher), row.protocol)})
+                     "protocol": row.protocol, "setting": setting("table3_teacher", row.protocol, row.temperature),
+                     "success": row.success, "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens,
+                     "cost_usd": row.cost_usd, "paper": paper_value(reference, "table3_teacher", row, proposed, models)})
     if not rows:
         raise AmdError("table3_teacher: no teacher or student runs among --runs")
-    return pd.DataFrame(rows).sort_values(["benchmark", "teacher"], kind="stable")
+    columns = ["benchmark", "teacher", "writer", "acting", "protocol", "setting", "success", "runs", "tasks", "tokens",
+               "cost_usd", "paper"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["benchmark", "teacher"], kind="stable")
 
 
 def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
     table = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol"])
+    table["setting"] = settings_of("table5_repeats", table)
     table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
     table = order_by(table, "memory", MEMORY_ORDER)
-    return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "mean ± std", "success", "std", "runs", "tasks", "tokens",
-         "cost_usd"]]
+    table = table.sort_values(["benchmark", "student"], kind="stable")[
+        ["benchmark", "student", "memory", "protocol", "setting", "mean ± std", "success", "std", "runs", "tasks",
+         "tokens", "cost_usd"]]
+    table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
+        table="Table 5", said="; §B.4 says every standard deviation is below one percentage point")]
+    return table
 
 
 def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
@@ -157,13 +199,18 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
         for (benchmark, student), cell in group.groupby(["benchmark", "student"]):
             evaluated = frozenset().union(*cell["task_ids"])
             mine = zero_shot[(zero_shot["benchmark"] == benchmark) & (zero_shot["student"] == student)]
-            if protocol == "cross_split":
+            if protocol in CROSS_SPLITS:
                 mine = mine.apply(restrict_to_tasks, axis=1, task_ids=evaluated) if len(mine) else mine
             parts.append(mine.assign(protocol=protocol))
     table = aggregate(pd.concat(parts), ["benchmark", "student", "protocol", "memory"])
+    table["setting"] = settings_of("table6_protocols", table)
     table = order_by(table, "memory", MEMORY_ORDER)
-    return table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
-        ["benchmark", "student", "protocol", "memory", "success", "std", "runs", "tasks", "tokens", "cost_usd"]]
+    table = table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
+        ["benchmark", "student", "protocol", "setting", "memory", "success", "std", "runs", "tasks", "tokens",
+         "cost_usd"]]
+    table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
+        table="Table 6", said="; §B.3 describes them in words only")]
+    return table
 
 
 def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
@@ -196,6 +243,8 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
     if "protocol" in table.columns:
         lines.append(f"Note: {PROTOCOL_NOTE}")
+    if "setting" in table.columns:
+        lines.append(f"Note: {SETTING_NOTE}")
     if "cost_usd" in table.columns:
         lines.append(f"Note: {COST_NOTE}")
     if note:

@@ -22,6 +22,7 @@ import faiss
 import numpy as np
 
 from amd.errors import AmdError
+from amd.memory.protocols import NOTHING, SOURCE_FIELDS, Exclusion
 
 BANK_SCHEMA = "amd.memory_bank/2"
 
@@ -71,37 +72,41 @@ class Bank:
     manifest_sha256: str
     entries: dict  # type name -> list of entries, in index order
     indexes: dict  # type name -> faiss index over the embedded field
-    per_group: dict = field(default_factory=dict)  # type name -> Counter of source_group
+    per_source: dict = field(default_factory=dict)  # type name -> source field -> Counter of its values
 
     def __post_init__(self):
-        self.per_group = {t: Counter(e["source_group"] for e in entries) for t, entries in self.entries.items()}
+        self.per_source = {t: {name: Counter(e[name] for e in entries) for name in SOURCE_FIELDS.values()}
+                           for t, entries in self.entries.items()}
 
     def vectors(self, type_name: str) -> np.ndarray:
         index = self.indexes[type_name]
         return index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, self.manifest["dim"]))
 
     def search(self, type_name: str, vector: np.ndarray, k: int, delta: float | None,
-               exclude_group: str | None = None) -> list[tuple[dict, float]]:
-        """Top-k entries with cosine ≥ delta (None: any), never one distilled from the group `exclude_group`."""
+               excluded: Exclusion = NOTHING) -> list[tuple[dict, float]]:
+        """Top-k entries with cosine ≥ delta (None: any), never one that `excluded` hides."""
         index, entries = self.indexes[type_name], self.entries[type_name]
-        own = self.per_group[type_name][exclude_group] if exclude_group else 0
-        wanted = min(k + own, index.ntotal)
+        wanted = min(k + self.hidden_count(type_name, excluded), index.ntotal)
         if k <= 0 or wanted == 0:
             return []
         scores, rows = index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), wanted)
         floor = -np.inf if delta is None else delta
         hits = [(entries[row], float(score)) for row, score in zip(rows[0], scores[0])
-                if row >= 0 and score >= floor and entries[row]["source_group"] != exclude_group]
+                if row >= 0 and score >= floor and not excluded.hides(entries[row])]
         return hits[:k]
+
+    def hidden_count(self, type_name: str, excluded: Exclusion) -> int:
+        """How many entries of the type `excluded` hides."""
+        return self.per_source[type_name][excluded.field][excluded.value] if excluded.field else 0
 
     def penalties(self, type_name: str, rows) -> np.ndarray:
         """How far each entry of `rows` ranks below its cosine: not at all in a frozen bank (an online one lowers
         entries that failed: amd.memory.online)."""
         return np.zeros(len(rows), dtype=np.float32)
 
-    def restricted(self, allowed_groups: set[str]) -> "Bank":
-        """A bank holding only the entries distilled from `allowed_groups` (cross-split memory side)."""
-        return self.filtered(lambda entry: entry["source_group"] in allowed_groups)
+    def restricted(self, source_field: str, allowed: set[str]) -> "Bank":
+        """A bank holding only the entries whose `source_field` is one of `allowed` (a cross split's memory side)."""
+        return self.filtered(lambda entry: entry[source_field] in allowed)
 
     def filtered(self, keep) -> "Bank":
         """A bank holding only the entries for which `keep(entry)` is true (same manifest, vectors reused)."""

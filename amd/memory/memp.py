@@ -177,7 +177,7 @@ class AveFactHooks(BankHooks):
         keywords = student_keywords(task)
         mean_keyword = np.mean(self.embedder.embed(keywords), axis=0)  # unit vectors: mean cosine = dot with mean
         hits = self.bank.search(PROCEDURE, mean_keyword, self.settings.k[PROCEDURE], self.settings.delta[PROCEDURE],
-                                self.excluded_group(task))
+                                self.excluded(task))
         query = ", ".join(keywords)
         return Injection(render_block([entry for entry, _ in hits]), injection_records(PROCEDURE, hits, query))
 

@@ -4,7 +4,8 @@ A method (its spec registered in `amd.registry`, MEMORY_METHODS) builds its bank
 itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
 each user turn, after an error, after each finished episode (and at the start and end of the run, for methods
 that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an entry of the
-task's own group unless `shared`), vector search with per-type k and δ, and injection records; over a bank pooled
+task's own group, or of the task itself under a task-level protocol, unless `shared`), vector search with per-type k
+and δ, and injection records (with the source task and group, the leakage audit); over a bank pooled
 from several teachers, one teacher's entries per task (amd.memory.pool, run option prefer_teacher).
 """
 
@@ -19,10 +20,11 @@ from amd.errors import AmdError
 from amd.memory.bank import Bank, BankContents, load_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pooled_view
-from amd.memory.protocols import memory_groups
+from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
 from amd.registry import load_target
 from amd.vocabulary import (
-    CROSS_SPLIT,
+    CROSS_SPLITS,
+    EXCLUSION_UNITS,
     PREFER_TEACHER,
     SHARED,
     MemoryConfig,
@@ -89,16 +91,19 @@ class BankHooks:
         self.memory_side, self.pool = None, None
         if "pool" in bank.manifest or settings.prefer_teacher is not None:
             self.bank, self.pool = pooled_view(bank, settings.prefer_teacher)
-        if settings.protocol == CROSS_SPLIT:
-            self.memory_side = memory_groups(bank.manifest["task_groups"], settings.split_seed)
-            self.bank = self.bank.restricted(self.memory_side)
+        if settings.protocol in CROSS_SPLITS:
+            self.memory_side = memory_side(bank.manifest["task_groups"], settings.protocol, settings.split_seed)
+            self.bank = self.bank.restricted(unit_field(settings.protocol), self.memory_side)
 
     def describe(self) -> dict:
+        """The trajectory's `memory` field; `excluded` says what no task retrieved memory from (the protocol's
+        unit: its own group or its own task; none under `shared`)."""
         described = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
                      "bank": str(self.bank.path), "bank_sha256": self.bank.manifest_sha256,
-                     "protocol": self.settings.protocol, "k": {t: self.settings.k[t] for t in self.types},
+                     "protocol": self.settings.protocol, "excluded": EXCLUSION_UNITS[self.settings.protocol] or "none",
+                     "k": {t: self.settings.k[t] for t in self.types},
                      "delta": {t: self.settings.delta[t] for t in self.types if self.settings.delta[t] is not None}}
-        if self.settings.protocol == CROSS_SPLIT:
+        if self.settings.protocol in CROSS_SPLITS:
             described["split_seed"] = self.settings.split_seed
         if self.pool is not None:
             described["pool"] = self.pool
@@ -122,22 +127,25 @@ class BankHooks:
     def run_end(self) -> None:
         pass
 
-    def excluded_group(self, task: TaskContext) -> str | None:
-        """The group whose entries this task must not see (None under `shared`)."""
-        if self.memory_side is not None and task.task_group in self.memory_side:
+    def excluded(self, task: TaskContext) -> Exclusion:
+        """What this task must not see: entries of its own group, or of itself under a task-level protocol
+        (nothing under `shared`)."""
+        excluded = exclusion(self.settings.protocol, task.task_id, task.task_group)
+        if self.memory_side is not None and excluded.value in self.memory_side:
             raise AmdError(f"task {task.task_id} is on the memory side of the cross split (seed "
                            f"{self.settings.split_seed}); evaluate only the held-out tasks "
                            "(amd.memory.protocols.eval_task_ids)")
-        return None if self.settings.protocol == SHARED else task.task_group
+        return excluded
 
     def search(self, type_name: str, query: str, task: TaskContext) -> list[tuple[dict, float]]:
         vector = self.embedder.embed_one(query)
         return self.bank.search(type_name, vector, self.settings.k[type_name], self.settings.delta[type_name],
-                                self.excluded_group(task))
+                                self.excluded(task))
 
 
 def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
     return [{"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+             "source_group": entry["source_group"],
              **({"source_teacher": entry["source_teacher"]} if "source_teacher" in entry else {}),
              "similarity": round(float(score), 6), "query": query} for entry, score in hits]
 

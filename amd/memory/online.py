@@ -24,6 +24,7 @@ import numpy as np
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.memory.bank import Bank, flat_index
+from amd.memory.protocols import NOTHING, Exclusion
 from amd.schema import drop_truncated_tail
 
 HISTORY_SCHEMA = "amd.online_history/1"
@@ -66,12 +67,12 @@ class OnlineBank(Bank):
         return float(self._penalty[type_name][row])
 
     def search(self, type_name: str, vector: np.ndarray, k: int, delta: float | None,
-               exclude_group: str | None = None) -> list[tuple[dict, float]]:
-        """Top-k entries by rank with rank ≥ delta (None: any), never one of the group `exclude_group`; each hit
-        with its cosine."""
+               excluded: Exclusion = NOTHING) -> list[tuple[dict, float]]:
+        """Top-k entries by rank with rank ≥ delta (None: any), never one that `excluded` hides; each hit with its
+        cosine."""
         penalty = self._penalty[type_name]
         if not penalty.any():
-            return super().search(type_name, vector, k, delta, exclude_group)
+            return super().search(type_name, vector, k, delta, excluded)
         entries, index = self.entries[type_name], self.indexes[type_name]
         if k <= 0 or not entries:
             return []
@@ -79,7 +80,7 @@ class OnlineBank(Bank):
         ranks = scores[0] - penalty[rows[0]]
         floor = -np.inf if delta is None else delta
         hits = [(entries[rows[0][i]], float(scores[0][i])) for i in np.argsort(-ranks, kind="stable")
-                if ranks[i] >= floor and entries[rows[0][i]]["source_group"] != exclude_group]
+                if ranks[i] >= floor and not excluded.hides(entries[rows[0][i]])]
         return hits[:k]
 
     def near_duplicates(self, type_name: str, entry: dict, vector: np.ndarray, threshold: float,
@@ -100,7 +101,8 @@ class OnlineBank(Bank):
                 raise AmdError(f"online memory: entry {entry['id']} is added twice")
             self._where[entry["id"]] = (type_name, len(self.entries[type_name]))
             self.entries[type_name].append(entry)
-            self.per_group[type_name][entry["source_group"]] += 1
+            for name, counts in self.per_source[type_name].items():
+                counts[entry[name]] += 1
             self.online_ids.add(entry["id"])
         self.indexes[type_name].add(vectors)
         self._vectors[type_name] = np.vstack([self._vectors[type_name], vectors])
@@ -122,13 +124,13 @@ class OnlineBank(Bank):
         return {t: len(entries) for t, entries in self.entries.items()}
 
 
-def redundant(group: str, duplicate_groups: list[str], shared: bool) -> bool:
-    """Whether near-duplicates of these groups cover every task that may retrieve a new entry of `group`: under
-    `shared` any one does; otherwise a task never sees its own group's entries, so a near-duplicate of the same
-    group, or near-duplicates of two different groups, do."""
-    if not duplicate_groups:
+def redundant(unit: str, duplicate_units: list[str], shared: bool) -> bool:
+    """Whether near-duplicates from these units (the protocol's: groups, or tasks) cover every task that may
+    retrieve a new entry from `unit`: under `shared` any one does; otherwise a task never sees its own unit's
+    entries, so a near-duplicate from the same unit, or near-duplicates from two different units, do."""
+    if not duplicate_units:
         return False
-    return shared or group in duplicate_groups or len(set(duplicate_groups)) >= 2
+    return shared or unit in duplicate_units or len(set(duplicate_units)) >= 2
 
 
 def injected_entry_ids(record: dict) -> list[str]:

@@ -11,7 +11,8 @@ every teacher's entries; a run sees those of the first teacher in the priority o
 for methods that also learn from failures, the first that has entries for it. The priority order is the pool's,
 with the run option `prefer_teacher=NAME` moved to the front: a preference, not a filter, since tasks the preferred
 teacher did not solve still bring another teacher's memory. The leakage protocols are unchanged: every entry keeps
-its `source_group`, so a task never sees its own group's memory from any teacher.
+its `source_task_id` and `source_group`, so a task never sees memory of its own group (or, under a task-level
+protocol, of itself) from any teacher.
 """
 
 import json

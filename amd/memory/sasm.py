@@ -281,9 +281,10 @@ class StageHooks(BankHooks):
         return Injection(text, records)
 
     def stage_search(self, stage: str, query: np.ndarray, task: TaskContext) -> list[tuple[dict, float]]:
-        """Top-k entries of `stage` only, by cosine to `query`, at least δ, never from the task's own group."""
-        excluded, entries = self.excluded_group(task), self.bank.entries[STAGE]
-        rows = [row for row in self.rows_by_stage[stage] if entries[row]["source_group"] != excluded]
+        """Top-k entries of `stage` only, by cosine to `query`, at least δ, never one the protocol hides from the
+        task."""
+        excluded, entries = self.excluded(task), self.bank.entries[STAGE]
+        rows = [row for row in self.rows_by_stage[stage] if not excluded.hides(entries[row])]
         delta = self.settings.delta[STAGE]
         scored = [(row, score) for row, score in zip(rows, (self.vectors[rows] @ query).tolist())
                   if delta is None or score >= delta]

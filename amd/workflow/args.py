@@ -68,7 +68,7 @@ def serve_prefix(spec: str, serve: dict | None) -> str:
 
 def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, delta: dict, split_seed: int | None,
                  options: dict) -> str:
-    """--memory-config, --protocol, --k and --delta for the config's types, the split seed of cross_split, and
+    """--memory-config, --protocol, --k and --delta for the config's types, the split seed of a cross split, and
     the method's run options."""
     parts = [f"--memory-config {memcfg}", f"--protocol {protocol}",
              "--k " + ",".join(f"{code}={k[code]}" for code in codes)]

@@ -13,7 +13,7 @@ import os
 from amd.analysis import layout
 from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
 from amd.vocabulary import (
-    CROSS_SPLIT,
+    CROSS_SPLITS,
     PREFER_TEACHER,
     ZERO_SHOT,
     bank_settings,
@@ -331,7 +331,7 @@ class Grid:
     def memory_args(self, wildcards) -> str:
         defaults = self.config["defaults"]
         config = memory_config(wildcards.memcfg)
-        split_seed = defaults["split_seed"] if wildcards.protocol == CROSS_SPLIT else None
+        split_seed = defaults["split_seed"] if wildcards.protocol in CROSS_SPLITS else None
         options = defaults.get("memory_options", {}).get(config.method, {})
         if "prefer" in self.pools().get(wildcards.teacher, {}):
             options = options | {PREFER_TEACHER: self.pools()[wildcards.teacher]["prefer"]}

@@ -9,7 +9,7 @@ import pandas as pd
 
 from amd.analysis import layout
 from amd.errors import AmdError
-from amd.vocabulary import CROSS_SPLIT, ZERO_SHOT
+from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Job:
 
 class TaskPools:
     """The tasks of each job: the config's lists, else the benchmark's own listing (loaded once), else the count
-    in `estimate.benchmarks`; probe sets drawn as `amd probe` draws them; cross_split runs on the evaluation side."""
+    in `estimate.benchmarks`; probe sets drawn as `amd probe` draws them; a cross split's runs on its evaluation side."""
 
     def __init__(self, grid):
         self.grid, self.config = grid, grid.config
@@ -65,10 +65,10 @@ class TaskPools:
         from amd.probe import probe_tasks
 
         tasks, count = self.tasks(cell["benchmark"], "student")
-        if cell["method"] and cell["protocol"] == CROSS_SPLIT:
+        if cell["method"] and cell["protocol"] in CROSS_SPLITS:
             bank = self.grid.bank_path(cell)
             if tasks is not None and os.path.exists(bank):
-                held_out = set(eval_task_ids(bank, self.config["defaults"]["split_seed"]))
+                held_out = set(eval_task_ids(bank, cell["protocol"], self.config["defaults"]["split_seed"]))
                 tasks = [task for task in tasks if task in held_out]
                 count = len(tasks)
             else:

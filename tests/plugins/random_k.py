@@ -53,8 +53,8 @@ class RandomNotes(BankHooks):
         return {**super().describe(), "heading": self.heading}
 
     def task_start(self, task) -> Injection:
-        excluded = self.excluded_group(task)
-        candidates = [entry for entry in self.bank.entries[NOTE] if entry["source_group"] != excluded]
+        excluded = self.excluded(task)
+        candidates = [entry for entry in self.bank.entries[NOTE] if not excluded.hides(entry)]
         chosen = random.Random(task.task_id).sample(candidates, min(self.settings.k[NOTE], len(candidates)))
         text = self.heading + "\n" + "\n".join(f"- {entry['text']}" for entry in chosen) if chosen else ""
         records = [{"type": NOTE, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],

@@ -20,6 +20,7 @@ from amd.errors import AmdError
 from amd.memory.amd.entries import BuildSettings, build_entries
 from amd.memory.amd.retrieval import AmdHooks
 from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
+from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
 from amd.vocabulary import SHARED
 
@@ -108,14 +109,14 @@ class OnlineAmdHooks(AmdHooks):
                               settings=BuildSettings.described(self.bank.manifest.get("build_settings")))
         event["writer"] = usage
         event["audit"] = dict(built.audit)
-        shared = self.settings.protocol == SHARED
+        shared, unit = self.settings.protocol == SHARED, unit_field(self.settings.protocol)
         for type_name in self.types:
             candidates = [_online_entry(entry, record) for entry in getattr(built, type_name)]
             vectors = self.embedder.embed([entry[self.embedded[type_name]] for entry in candidates])
             accepted = []
             for entry, vector in zip(candidates, vectors):
                 near = self.bank.near_duplicates(type_name, entry, vector, self.dedup, accepted)
-                dropped = redundant(entry["source_group"], [other["source_group"] for other, _ in near], shared)
+                dropped = redundant(entry[unit], [other[unit] for other, _ in near], shared)
                 if near:
                     event["dedup"].append({"entry_id": entry["id"], "dropped": dropped, "near": [
                         {"entry_id": other["id"], "source_group": other["source_group"], "similarity": round(s, 6)}

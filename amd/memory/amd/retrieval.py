@@ -39,7 +39,7 @@ FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a fun
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
 PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
-DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature, the paper grid's students'
+DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
 class AmdHooks(BankHooks):
@@ -139,12 +139,12 @@ class AmdHooks(BankHooks):
             return Injection()
         names = list(dict.fromkeys(failing_functions))
         earlier = self._count_errors(task, names)
-        excluded = self.excluded_group(task)
+        excluded = self.excluded(task)
         entries = self.bank.entries["function"]
         query, hits, records, withheld = None, [], [], []
         for name in names:
             rows = [row for row in dict.fromkeys(self.by_name.get(name, []))
-                    if entries[row]["source_group"] != excluded and all(row != r for r, _ in hits)]
+                    if not excluded.hides(entries[row]) and all(row != r for r, _ in hits)]
             if not rows:
                 continue
             if self.fn_gate == "repeat" and earlier[name] == 0:

@@ -7,9 +7,10 @@ import json
 
 import pandas as pd
 
-from amd.analysis.cells import aggregate, student_runs
+from amd.analysis.cells import aggregate, student_runs, teacher_models
 from amd.analysis.paired import paired_as, variant_cell, variant_runs
 from amd.analysis.reference import load_reference
+from amd.analysis.tables import paper_value, settings_of
 from amd.memory.amd.render import parse_representation
 from amd.vocabulary import memory_config
 
@@ -33,11 +34,13 @@ def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
     reference = load_reference()
     students = student_runs(runs)
     table = aggregate(students[(students["role"] == "memory") & students["representation"].notna()],
-                      ["benchmark", "student", "representation", "memory", "protocol"])
-    table["paper"] = [reference.value("table4_representation", row.benchmark, row.model, row.representation,
-                                      protocol=row.protocol) for row in table.itertuples()]
-    return table[["benchmark", "student", "representation", "memory", "protocol", "success", "std", "runs", "tasks",
-                  "tokens", "cost_usd", "paper"]]
+                      ["benchmark", "student", "representation", "memory", "protocol", "teacher"])
+    table["setting"] = settings_of("table4_representation", table)
+    models = teacher_models(runs)
+    table["paper"] = [paper_value(reference, "table4_representation", row, row.representation, models)
+                      for row in table.itertuples()]
+    return table[["benchmark", "student", "representation", "memory", "protocol", "setting", "success", "std", "runs",
+                  "tasks", "tokens", "cost_usd", "paper"]]
 
 
 DECOMPOSITION_OPTIONS = {"decompose_samples"}
