@@ -24,7 +24,7 @@ rule run_student_probe:
     params:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
-        run=lambda wc: grid.run_args(wc.student),
+        run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         probe=grid.probe_args,
         memory=grid.memory_args,
     message:

@@ -21,7 +21,7 @@ rule run_student_zero_shot:
     params:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
-        run=lambda wc: grid.run_args(wc.student),
+        run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
@@ -63,7 +63,7 @@ rule run_student_memory:
     params:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
-        run=lambda wc: grid.run_args(wc.student),
+        run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
         memory=grid.memory_args,
     message:

@@ -21,7 +21,7 @@ rule run_teacher:
     params:
         launch=lambda wc: grid.serve_prefix(wc.teacher),
         agent=lambda wc: grid.agent_args(wc.teacher),
-        run=lambda wc: grid.run_args(wc.teacher),
+        run=lambda wc: grid.run_args(wc.teacher, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher"),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"

@@ -59,7 +59,7 @@ def run_cell(grid: Grid, cell: dict, env) -> None:
     """The command the workflow's rule makes for this cell (rules/student.smk), run for real."""
     path, student = grid.run_path(cell), cell["student"]
     command = (f"amd run bfcl {grid.agent_args(student)} --out {path} {grid.benchmark_args('bfcl', 'student')} "
-               f"{grid.run_args(student)} --seed {cell['seed']} --no-progress")
+               f"{grid.run_args(student, cell['benchmark'])} --seed {cell['seed']} --no-progress")
     if cell["method"]:
         wildcards = Wildcards(cell, k=path.split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
         command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"

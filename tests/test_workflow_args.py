@@ -69,7 +69,8 @@ def parse_shell(command: str):
 def run_command(grid: Grid, cell: dict) -> str:
     student = cell["student"]
     command = (f"{grid.serve_prefix(student)}amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
-               f"{grid.benchmark_args(cell['benchmark'], 'student')} {grid.run_args(student)} --seed {cell['seed']}")
+               f"{grid.benchmark_args(cell['benchmark'], 'student')} {grid.run_args(student, cell['benchmark'])} "
+               f"--seed {cell['seed']}")
     if cell["method"]:
         wildcards = Wildcards(cell, k=grid.run_path(cell).split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
         command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"
@@ -191,7 +192,7 @@ def test_repeats_in_the_paper_grid_decode_greedily_with_a_recorded_seed_each_and
         commands = [parse_shell(run_command(grid, cell)) for cell in cells if cell["memcfg"] == "zero_shot"]
         assert sorted(command.seed for command in commands) == [0, 1, 2, 3, 4], experiment
         assert {command.temperature for command in commands} == {temperature}, experiment
-    teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini')}")
+    teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini', 'bfcl')}")
     assert teacher.temperature is None and teacher.max_tokens >= 16384
 
 
@@ -201,3 +202,40 @@ def test_the_paper_grid_runs_tables_1_and_2_also_under_the_paper_protocol_by_nam
         runs = grid.output_runs(name)
         assert any("/shared/" in run for run in runs) and any("/self_excluded/" in run for run in runs), name
     assert all(cell["protocol"] == "self_excluded" for cell in grid.cells("main"))
+
+
+def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_agent_still_overrides_it():
+    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    cells = {(cell["benchmark"], cell["memcfg"]): cell for cell in grid.cells("main_paper")}
+    bfcl = parse_shell(run_command(grid, cells["bfcl", "wf_st_fn"]))
+    assert (bfcl.prompting, bfcl.max_tokens) == ("official", 4096)
+    assert {"harness=official", "per_turn=true", "turn_memory=system", "placement=before"} <= set(
+        bfcl.benchmark_option + bfcl.memory_option)
+    appworld = parse_shell(run_command(grid, cells["appworld", "wf_st_fn"]))
+    assert (appworld.prompting, appworld.max_tokens) == ("amd", 4096) and "harness=paper" in appworld.benchmark_option
+    assert {"fn_doc=true", "prompts=benchmark"} <= set(appworld.memory_option)
+    toolsandbox = cells["toolsandbox", "wf_st_fn"]
+    assert "/k_wf1_st1_fn2/" in grid.run_path(toolsandbox)
+    memory = parse_shell(run_command(grid, toolsandbox))
+    assert memory.prompting == "official" and "wf=0.5" in memory.delta
+    teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini', 'bfcl')}")
+    assert (teacher.prompting, teacher.max_tokens) == ("official", 16384)
+    wildcards = Wildcards(cells["bfcl", "wf_st_fn"], seed="0")
+    build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
+                        f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
+    assert {"insights=trim", "observation_chars=500", "prompts=benchmark"} <= set(build.option)
+    default = Grid(load_config("config.yaml"))
+    assert not any("harness" in flag for flag in parse_shell(run_command(default, next(default.cells("ablation"))))
+                   .benchmark_option)
+
+
+@pytest.mark.parametrize("harness, message", [
+    ({"memory_options": {"amd": {"placement": "middle"}}}, "benchmarks.bfcl.memory_options.amd.placement"),
+    ({"build_options": {"amd": {"representation": "wf=code"}}}, "benchmarks.bfcl.build_options.amd"),
+    ({"run": {"max_tokens": 0}}, "benchmarks.bfcl.run.max_tokens"),
+])
+def test_a_bad_harness_value_of_a_benchmark_is_a_config_error_naming_it(harness, message):
+    config = load_config("config.yaml")
+    config["benchmarks"]["bfcl"] |= harness
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        Grid(config)

@@ -52,8 +52,27 @@ def config_schema() -> dict:
     defs["writer_spec"]["pattern"] = rf"^(?:rules|{model})$"
     defs["embedder_spec"]["pattern"] = rf"^(?:{_alternatives(EMBEDDERS.names())}):.+$"
     _add_memory_options(schema["properties"]["defaults"]["properties"]["memory_options"])
+    _add_benchmark_harness(schema)
     _add_settings(schema)
     return schema
+
+
+def _add_benchmark_harness(schema: dict) -> None:
+    """A benchmark's own `run` keys (those of the `run` section, none required), run options (as under
+    defaults.memory_options) and build options per method (each of its spec's type)."""
+    entry = schema["properties"]["benchmarks"]["additionalProperties"]["properties"]
+    run = {key: value for key, value in schema["properties"]["run"].items() if key != "required"}
+    entry["run"] = run | entry["run"]
+    entry["memory_options"] = schema["properties"]["defaults"]["properties"]["memory_options"] | entry["memory_options"]
+    entry["build_options"] |= {"type": "object", "propertyNames": {"$ref": "#/$defs/memory_method"}, "properties": {
+        spec.name: {"type": "object", "additionalProperties": False, "properties": {
+            name: option.schema() for name, option in spec.build_options.items() if name not in _setting_options(spec)}}
+        for spec in method_specs()}}
+
+
+def _setting_options(spec) -> set[str]:
+    """Build options the grid varies as settings (their values come from a config section, never a fixed one)."""
+    return {setting.option for setting in spec.settings}
 
 
 def _add_memory_options(memory_options: dict) -> None:

@@ -110,13 +110,18 @@ class Grid:
                               f"{singular!r} needs `{key}` here or `defaults.{singular}`")
         return [self.config["defaults"][singular]]
 
-    def base_k(self) -> dict:
-        """k per type code: the config's defaults over the types' own."""
-        return {code: t.default_k for code, t in memory_types().items()} | self.config["defaults"]["k"]
+    def harness(self, benchmark: str, key: str) -> dict:
+        """A benchmark's own values of `key` (run, memory_options, build_options, k, delta): its harness."""
+        return self.config["benchmarks"][benchmark].get(key, {})
 
-    def k_values(self, experiment: str, memcfg: str) -> list[dict]:
+    def base_k(self, benchmark: str) -> dict:
+        """k per type code: the benchmark's over the config's defaults over the types' own."""
+        return ({code: t.default_k for code, t in memory_types().items()} | self.config["defaults"]["k"]
+                | self.harness(benchmark, "k"))
+
+    def k_values(self, experiment: str, memcfg: str, benchmark: str) -> list[dict]:
         """The k settings of one memory config: the default, or the default with one type varied (`vary_k`)."""
-        base = self.base_k()
+        base = self.base_k(benchmark)
         varied = [base]
         for code in self.codes(memcfg):
             varied += [base | {code: value} for value in self.config["experiments"][experiment].get("vary_k", [])]
@@ -140,7 +145,7 @@ class Grid:
             cell["method"] = memory_config(cell["memcfg"]).method
             cell["probe"] = self.config["experiments"][experiment].get("probe", False)
             for built in self.build_values(experiment, cell["method"]):
-                for k in self.k_values(experiment, cell["memcfg"]) if cell["method"] else [{}]:
+                for k in self.k_values(experiment, cell["memcfg"], cell["benchmark"]) if cell["method"] else [{}]:
                     yield cell | built | {"k": k}
 
     def build_values(self, experiment: str, method: str | None) -> list[dict]:
@@ -251,10 +256,12 @@ class Grid:
         entry = self.agent(name)
         return args.agent_flag(entry["spec"], "serve" in entry)
 
-    def run_args(self, name: str) -> str:
-        """`amd run` settings with the agent's own overrides; the oracle samples nothing."""
+    def run_args(self, name: str, benchmark: str) -> str:
+        """`amd run` settings, the benchmark's over the config's and the agent's own over both; the oracle samples
+        nothing."""
         entry = self.agent(name)
-        settings = self.config["run"] | {key: value for key, value in entry.items() if key in args.RUN_FLAGS}
+        settings = (self.config["run"] | self.harness(benchmark, "run")
+                    | {key: value for key, value in entry.items() if key in args.RUN_FLAGS})
         return args.run_flags(settings, samples=self.samples(entry))
 
     @staticmethod
@@ -315,6 +322,8 @@ class Grid:
         names = layout.build_names(wildcards.method, wildcards.build)
         options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
                    for setting in method_spec(wildcards.method).settings}
+        options |= {key: args.option_text(value) for key, value in
+                    self.harness(wildcards.benchmark, "build_options").get(wildcards.method, {}).items()}
         return args.build_option_flags(wildcards.method, options)
 
     def pool_member_banks(self, wildcards) -> list[str]:
@@ -332,10 +341,12 @@ class Grid:
         defaults = self.config["defaults"]
         config = memory_config(wildcards.memcfg)
         split_seed = defaults["split_seed"] if wildcards.protocol in CROSS_SPLITS else None
-        options = defaults.get("memory_options", {}).get(config.method, {})
+        options = (defaults.get("memory_options", {}).get(config.method, {})
+                   | self.harness(wildcards.benchmark, "memory_options").get(config.method, {}))
         if "prefer" in self.pools().get(wildcards.teacher, {}):
             options = options | {PREFER_TEACHER: self.pools()[wildcards.teacher]["prefer"]}
-        delta = defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
+        delta = (defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
+                 | self.harness(wildcards.benchmark, "delta"))
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
                                  layout.parse_k(wildcards.k), delta, split_seed, options)
 
