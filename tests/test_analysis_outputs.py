@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from amd.analysis import figures, layout, paired, tables
-from amd.analysis.cli import register
 from amd.analysis.reference import load_reference, setting
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
@@ -321,56 +320,6 @@ def test_written_table_carries_caption_citation_and_note(grid, tmp_path):
     assert pd.read_csv(tmp_path / "t.csv").shape[0] == len(table)
 
 
-def test_k_sweep_figure_and_cli_write_a_pdf(tmp_path):
-    spec = "vllm:Qwen/Qwen3-4B@http://h/v1"
-    runs = [student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 2)] * (6 - k) + [(False, 2)] * k,
-                        k=layout.format_k({"wf": 1, "st": k, "fn": 1}, ("wf", "st", "fn")))
-            for k in (1, 2, 3)]
-    fig = figures.fig5_k_sweep(load_runs(runs))
-    st_line = next(line for line in fig.axes[0].lines if line.get_label() == "st")
-    assert list(st_line.get_xdata()) == [1, 2, 3]
-    assert list(st_line.get_ydata()) == pytest.approx([100 * 5 / 6, 100 * 4 / 6, 100 * 3 / 6])
-
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    out = tmp_path / "fig5.pdf"
-    args = parser.parse_args(["figure", "fig5_k_sweep", "--runs", *runs, "--out", str(out), "--note", "demo"])
-    assert args.handler(args) == 0
-    assert out.read_bytes().startswith(b"%PDF")
-
-
-def test_steps_figure_draws_a_bar_per_student_and_memory_and_a_line_per_teacher(grid, tmp_path):
-    [ax] = figures.fig3_steps(load_runs(grid), note="demo").axes
-    bars = {(round(bar.get_height(), 2), bar.get_hatch()) for bar in ax.patches}
-    # mean steps per task, averaged over seeds: qwen3_4b zero-shot 7.25, AMD 4.75, SASM 5.5, MemP 5.0; qwen05 2.0
-    assert bars == {(7.25, "//"), (2.0, "//"), (4.75, ".."), (5.5, figures._hatch("sasm")),
-                    (5.0, figures._hatch("memp"))}
-    assert figures._hatch("sasm") not in ("//", "..") and figures._hatch("sasm") != figures._hatch("memp")
-    [teacher] = [line for line in ax.lines if line.get_label() == "teacher gpt5mini"]
-    assert list(teacher.get_ydata()) == [5.25, 5.25]
-    assert {text.get_text() for text in ax.get_legend().get_texts()} == {
-        "zero_shot", "wf_st_fn", "sasm", "memp", "teacher gpt5mini"}
-    assert ax.get_title() == "bfcl" and [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen3_4b", "qwen05"]
-
-
-def test_student_size_figure_draws_zero_shot_and_amd_lines_by_model_size(grid, tmp_path):
-    [ax] = figures.fig4_student_size(load_runs(grid)).axes
-    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
-    # the 0.5B model first; qwen3_4b solved 1 of 4 zero-shot in each seed, 3 and 2 of 4 with AMD memory
-    assert lines == {"zero_shot": ([0, 1], [0.0, 25.0]), "wf_st_fn": ([1], [62.5])}
-    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen05", "qwen3_4b"]
-
-
-@pytest.mark.parametrize("name", ["fig3_steps", "fig4_student_size"])
-def test_a_figure_is_written_as_a_one_page_pdf(grid, tmp_path, name):
-    out = tmp_path / f"{name}.pdf"
-    figures.write_figure(name, load_runs(grid), out, note="demo")
-    data = out.read_bytes()
-    assert data.startswith(b"%PDF") and data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") == 1
-
-
 def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(AmdError, match="no such trajectory file"):
         load_runs([str(tmp_path / "missing.jsonl")])
@@ -405,7 +354,7 @@ def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_setting(paper_grid,
     assert pd.isna(table1.loc[("qwen3_4b_t07", "wf_st_fn", "shared"), "paper"])
     assert pd.isna(table1.loc[("qwen3_4b_2507", "wf_st_fn", "shared"), "paper"])  # not the paper's Qwen3-4B
     fig = figures.fig3_steps(runs)
-    labels = {text.get_text() for ax in fig.axes for text in ax.get_legend().get_texts()}
+    labels = {text.get_text() for text in fig.legends[0].get_texts()}
     assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels
 
 

@@ -36,6 +36,7 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         attempts=("n_tasks", "sum"),
         tasks=("n_tasks", "max"),
         mean_steps=("mean_steps", "mean"),
+        step_cap=("step_cap", lambda caps: pd.to_numeric(caps).max()),  # NaN: no run recorded one
         tokens=("tokens", "mean"),
         cost_usd=("cost_usd", lambda costs: pd.to_numeric(costs).mean(skipna=False)),  # unknown stays unknown
     ).reset_index()
