@@ -286,7 +286,6 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-
 def rates_as_text(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Each rate that has interval columns (amd.analysis.stats.interval_of) as one column "RATE [95 % CI]" of
     "38.46 [17.71, 64.48]", its attempt count as a whole number; and the names of those rates."""
