@@ -1,19 +1,21 @@
-"""`amd score`: a readable table of success rate, steps, tokens, requests, replies cut by the token limit and cost
-(tokens and US dollars, writer and user simulator included: amd.cost) per run file; optional official re-check."""
+"""`amd score`: a readable table of success rate (with its 95 % Wilson interval: amd.analysis.stats), steps, tokens,
+requests, replies cut by the token limit and cost (tokens and US dollars, writer and user simulator included:
+amd.cost) per run file; optional official re-check."""
 
 import json
 import sys
 from pathlib import Path
 
+from amd.analysis.stats import wilson
 from amd.benchmarks.base import counted_success
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.schema import read_trajectories
 
-COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "mean_steps", "prompt_tokens",
-           "completion_tokens", "model_requests", "cut_replies", "memory_tokens", "user_tokens", "writer_tokens",
-           "total_tokens", "usd"]
+COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
+           "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
+           "user_tokens", "writer_tokens", "total_tokens", "usd"]
 COST_ROLES = ("memory", "user", "writer")  # the agent's own tokens are prompt_tokens + completion_tokens
 CUT = "length"  # the finish_reason of a reply the server cut at the token limit
 
@@ -74,6 +76,8 @@ def summarize(path) -> dict:
         "tasks": metrics["tasks"],
         "missing": len(metrics["missing"]),
         "success_%": round(metrics["success_rate"], 2),
+        **{f"success_{end}": round(value, 2) for end, value in zip(("ci_low", "ci_high"),
+                                                                     wilson(metrics["successes"], metrics["tasks"]))},
         "mean_steps": round(metrics["mean_steps"], 2),
         **{key: metrics[key] for key in ("prompt_tokens", "completion_tokens", "model_requests", "cut_replies")},
         **cost_columns(run_cost(records, path)),

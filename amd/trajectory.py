@@ -81,6 +81,11 @@ class UserCalls(TypedDict):
     cached_prompt: NotRequired[int]
 
 
+class StepCaps(TypedDict):
+    max_steps: int | None  # the task's cap (None: an official turn loop caps turns only)
+    max_steps_per_turn: int
+
+
 class Tokens(TypedDict):
     prompt: int
     completion: int
@@ -105,6 +110,7 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "status": str,
     "error": NotRequired[str | None],
     "n_steps": int,
+    "step_caps": NotRequired[StepCaps],
     "tokens": Tokens,
     "model_requests": NotRequired[int],
     "memory_calls": NotRequired[MemoryCalls],

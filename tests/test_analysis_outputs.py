@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from amd.analysis import figures, layout, paired, tables
-from amd.analysis.cli import register
 from amd.analysis.reference import load_reference, setting
 from amd.analysis.runs import load_runs
+from amd.analysis.stats import wilson
 from amd.analysis.tables import AVG
 from amd.cost import price_table
 from amd.errors import AmdError
@@ -207,19 +207,47 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     notes = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("Note: ")]
     assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
-    assert "successes and failures" in notes[2] and notes[3].startswith("Note: protocol:")
-    assert notes[4].startswith("Note: setting: paper = the paper's own")
-    assert notes[5].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 6
+    assert "successes and failures" in notes[2] and notes[3].startswith("Note: [95 % CI]: the Wilson score")
+    assert notes[4].startswith("Note: protocol:") and notes[5].startswith("Note: setting: paper = the paper's own")
+    assert notes[6].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 7
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
     assert amd_only.attrs["notes"] == []
 
 
-def test_table5_reports_mean_and_std_over_seeds(grid):
+def test_table5_reports_mean_std_and_pass_k_over_seeds_and_no_std_for_one_run(grid, tmp_path):
     table = tables.table5_repeats(load_runs(grid))
-    amd = table[(table["student"] == "qwen3_4b") & (table["memory"] == "wf_st_fn")].iloc[0]
+    rows = table.set_index(["student", "memory"])
+    amd = rows.loc[("qwen3_4b", "wf_st_fn")]
     assert amd["runs"] == 2
     assert amd["std"] == pytest.approx(pd.Series([75.0, 50.0]).std())
     assert amd["mean ± std"] == "62.50 ± 17.68"
+    # AMD solved tasks 0, 1 in both seeds, 2 in one, 3 in none: pass^2 = (1 + 1 + 0 + 0) / 4; zero-shot: no task twice
+    assert amd["pass^2"] == 50.0 and rows.loc[("qwen3_4b", "zero_shot"), "pass^2"] == 0.0
+    single = rows.loc[("qwen3_4b", "memp")]
+    assert pd.isna(single["std"]) and pd.isna(single["pass^2"]) and single["mean ± std"] == "50.00 ± —"
+    assert "pass^3" not in table  # no cell has three runs
+    tables.write_table("table5_repeats", table, tmp_path / "t.csv", tmp_path / "t.md")
+    line = next(line for line in (tmp_path / "t.md").read_text().splitlines() if "| memp " in line)
+    cells = [cell.strip() for cell in line.split("|")]
+    assert "50.00 [15.00, 85.00]" in cells and cells[cells.index("50.00 [15.00, 85.00]") + 2] == "—"  # its std
+    assert "τ-bench's convention" in (tmp_path / "t.md").read_text()
+
+
+def test_every_rate_carries_its_wilson_interval_numeric_in_the_csv_as_text_in_the_markdown(grid, tmp_path):
+    table = tables.table1_main(load_runs(grid))
+    teacher = table.iloc[0]  # 3 of 4 tasks: Wilson [30.06, 95.44]
+    assert (teacher["success_n"], round(teacher["success_ci_low"], 2), round(teacher["success_ci_high"], 2)) == \
+        (4, 30.06, 95.44)
+    amd = table[(table["agent"] == "qwen3_4b") & (table["memory"] == "wf_st_fn")].iloc[0]
+    assert amd["success_n"] == 8  # 2 seeds x 4 tasks, 5 solved: the interval of 5 of 8
+    assert (round(amd["success_ci_low"], 2), round(amd["success_ci_high"], 2)) == (30.57, 86.32)
+    tables.write_table("table1_main", table, tmp_path / "t.csv", tmp_path / "t.md")
+    written = pd.read_csv(tmp_path / "t.csv")
+    assert {"success", "success_ci_low", "success_ci_high", "success_n"} <= set(written.columns)
+    assert written["success_ci_low"].dtype == float and written["success_ci_low"].iloc[0] == 30.06
+    text = (tmp_path / "t.md").read_text()
+    assert "success [95 % CI]" in text and "| 75.00 [30.06, 95.44] |" in text and "success_ci_low" not in text
+    assert "Note: [95 % CI]: the Wilson score interval over n task attempts" in text
 
 
 def test_table2_labels_a_students_own_memory_and_orders_configs(tmp_path):
@@ -279,6 +307,7 @@ def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
     assert (row["zero_shot"], row["with_memory"], row["memory_only"], row["zero_shot_only"]) == (1, 3, 2, 0)
     assert row["breached_only_with_memory"] == "multi_turn_base_0 multi_turn_base_2"
     assert row["utility_zero_shot_%"] == pytest.approx(200 / 3) and row["sign_test_p"] == "0.5"
+    assert (row["utility_zero_shot_%_ci_low"], row["utility_zero_shot_%_n"]) == (pytest.approx(wilson(2, 3)[0]), 3)
     with pytest.raises(AmdError, match="security_pairs: no student"):
         paired.security_pairs(load_runs([student_run(tmp_path, "t", spec, "zero_shot", 0, [(True, 1)])]))
 
@@ -289,56 +318,6 @@ def test_written_table_carries_caption_citation_and_note(grid, tmp_path):
     text = (tmp_path / "t.md").read_text()
     assert text.startswith("**Table 1") and "arXiv 2608.07169" in text and "Note: pipeline demo only" in text
     assert pd.read_csv(tmp_path / "t.csv").shape[0] == len(table)
-
-
-def test_k_sweep_figure_and_cli_write_a_pdf(tmp_path):
-    spec = "vllm:Qwen/Qwen3-4B@http://h/v1"
-    runs = [student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 2)] * (6 - k) + [(False, 2)] * k,
-                        k=layout.format_k({"wf": 1, "st": k, "fn": 1}, ("wf", "st", "fn")))
-            for k in (1, 2, 3)]
-    fig = figures.fig5_k_sweep(load_runs(runs))
-    st_line = next(line for line in fig.axes[0].lines if line.get_label() == "st")
-    assert list(st_line.get_xdata()) == [1, 2, 3]
-    assert list(st_line.get_ydata()) == pytest.approx([100 * 5 / 6, 100 * 4 / 6, 100 * 3 / 6])
-
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    out = tmp_path / "fig5.pdf"
-    args = parser.parse_args(["figure", "fig5_k_sweep", "--runs", *runs, "--out", str(out), "--note", "demo"])
-    assert args.handler(args) == 0
-    assert out.read_bytes().startswith(b"%PDF")
-
-
-def test_steps_figure_draws_a_bar_per_student_and_memory_and_a_line_per_teacher(grid, tmp_path):
-    [ax] = figures.fig3_steps(load_runs(grid), note="demo").axes
-    bars = {(round(bar.get_height(), 2), bar.get_hatch()) for bar in ax.patches}
-    # mean steps per task, averaged over seeds: qwen3_4b zero-shot 7.25, AMD 4.75, SASM 5.5, MemP 5.0; qwen05 2.0
-    assert bars == {(7.25, "//"), (2.0, "//"), (4.75, ".."), (5.5, figures._hatch("sasm")),
-                    (5.0, figures._hatch("memp"))}
-    assert figures._hatch("sasm") not in ("//", "..") and figures._hatch("sasm") != figures._hatch("memp")
-    [teacher] = [line for line in ax.lines if line.get_label() == "teacher gpt5mini"]
-    assert list(teacher.get_ydata()) == [5.25, 5.25]
-    assert {text.get_text() for text in ax.get_legend().get_texts()} == {
-        "zero_shot", "wf_st_fn", "sasm", "memp", "teacher gpt5mini"}
-    assert ax.get_title() == "bfcl" and [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen3_4b", "qwen05"]
-
-
-def test_student_size_figure_draws_zero_shot_and_amd_lines_by_model_size(grid, tmp_path):
-    [ax] = figures.fig4_student_size(load_runs(grid)).axes
-    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
-    # the 0.5B model first; qwen3_4b solved 1 of 4 zero-shot in each seed, 3 and 2 of 4 with AMD memory
-    assert lines == {"zero_shot": ([0, 1], [0.0, 25.0]), "wf_st_fn": ([1], [62.5])}
-    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["qwen05", "qwen3_4b"]
-
-
-@pytest.mark.parametrize("name", ["fig3_steps", "fig4_student_size"])
-def test_a_figure_is_written_as_a_one_page_pdf(grid, tmp_path, name):
-    out = tmp_path / f"{name}.pdf"
-    figures.write_figure(name, load_runs(grid), out, note="demo")
-    data = out.read_bytes()
-    assert data.startswith(b"%PDF") and data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") == 1
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
@@ -375,7 +354,7 @@ def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_setting(paper_grid,
     assert pd.isna(table1.loc[("qwen3_4b_t07", "wf_st_fn", "shared"), "paper"])
     assert pd.isna(table1.loc[("qwen3_4b_2507", "wf_st_fn", "shared"), "paper"])  # not the paper's Qwen3-4B
     fig = figures.fig3_steps(runs)
-    labels = {text.get_text() for ax in fig.axes for text in ax.get_legend().get_texts()}
+    labels = {text.get_text() for text in fig.legends[0].get_texts()}
     assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels
 
 

@@ -147,6 +147,7 @@ def test_a_code_episode_ends_when_the_environment_says_so_and_has_only_the_task_
     assert [step["code"] for step in done["turns"][0]["steps"]] == ["a = 1", "b = 2", "finish()"]
     capped = run_episode(ScriptedAgent(["x"] * 9), CodeEpisode(), Limits(2, 5), task)
     assert capped["status"] == "step_limit" and capped["n_steps"] == 5 and not capped["success"]
+    assert capped["step_caps"] == {"max_steps": 5, "max_steps_per_turn": 5}  # a code world's turns: the task's cap
 
 
 def test_missing_data_is_named_at_once(tmp_path, monkeypatch):

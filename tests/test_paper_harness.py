@@ -58,6 +58,7 @@ def test_turn_memory_system_replaces_the_turns_subtasks_in_the_system_message(bf
     bodies, records = student_run(bfcl_bank, tmp_path / "s.jsonl", "--memory-option", "per_turn=true",
                                   "--memory-option", "turn_memory=system")
     assert all(r["success"] for r in records) and records[0]["memory"]["turn_memory"] == "system"
+    assert records[0]["step_caps"] == {"max_steps": None, "max_steps_per_turn": 20}  # the official loop: no task cap
     for record in records:
         subtasks = [[e["entry_id"] for e in turn["injected_memory"]] for turn in record["turns"]]
         assert all(subtasks) and len(set(map(tuple, subtasks))) > 1, record["task_id"]  # retrieved per turn

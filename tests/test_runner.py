@@ -116,6 +116,7 @@ def test_step_limit_per_turn_force_quits_the_task():
     record = run_episode(AlwaysCalls(), episode, Limits(max_steps_per_turn=5, max_steps=40), context("count_2_0"))
     assert record["status"] == "step_limit" and not record["success"]
     assert record["n_steps"] == 5 and len(record["turns"]) == 1
+    assert record["step_caps"] == {"max_steps": 40, "max_steps_per_turn": 5}  # the caps it ran under, recorded
 
 
 def test_step_limit_per_task_counts_over_turns():

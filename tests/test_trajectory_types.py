@@ -13,6 +13,7 @@ SCHEMA = json.loads((Path(trajectory.__file__).parent / "trajectory.schema.json"
 PAIRS = [(trajectory.TrajectoryRecord, SCHEMA), (trajectory.DataVersion, SCHEMA["properties"]["data_version"]),
          (trajectory.AgentInfo, SCHEMA["properties"]["agent"]), (trajectory.MemoryInfo, SCHEMA["properties"]["memory"]),
          (trajectory.Turn, SCHEMA["properties"]["turns"]["items"]), (trajectory.Tokens, SCHEMA["properties"]["tokens"]),
+         (trajectory.StepCaps, SCHEMA["properties"]["step_caps"]),
          (trajectory.Step, SCHEMA["$defs"]["step"]), (trajectory.Call, SCHEMA["$defs"]["call"]),
          (trajectory.InjectionRecord, SCHEMA["$defs"]["injection"])]
 

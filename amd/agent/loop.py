@@ -59,6 +59,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "status": status,
         "error": error,
         "n_steps": len(steps),
+        "step_caps": step_caps(episode, limits),
         "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
         "model_requests": sum(s.pop("_requests") for s in steps),
         **({"user_calls": verdict.user_calls} if verdict.user_calls else {}),
@@ -66,11 +67,18 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
     }
 
 
+def step_caps(episode, limits: Limits) -> dict:
+    """The caps as they apply to this episode (the record's `step_caps`): the task's (None in an official turn loop,
+    which caps turns only) and a turn's executed steps (the task's cap where the harness caps only the task)."""
+    return {"max_steps": None if official_turns(episode) else limits.max_steps,
+            "max_steps_per_turn": limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps}
+
+
 def _run_turns(agent, episode, limits, task, memory, turns) -> None:
     total_steps = 0
     last_reply = None
     official = official_turns(episode)
-    per_turn = limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps
+    per_turn = step_caps(episode, limits)["max_steps_per_turn"]
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()

@@ -1,12 +1,14 @@
 """What the tables and figures share: the student runs of a runs frame with their memory label, the mean over
-seeds of each cell, and a stable order by a list of names."""
+seeds of each cell with its interval (amd.analysis.stats), and a stable order by a list of names."""
 
 import pandas as pd
 
+from amd.analysis.stats import interval_columns, interval_of
 from amd.errors import AmdError
 from amd.vocabulary import memory_configs
 
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
+SUCCESS = ["success", *interval_of("success")]  # a cell's success rate and its 95 % interval's columns
 
 
 def teacher_models(runs: pd.DataFrame) -> dict:
@@ -21,7 +23,8 @@ def _memory_label(row) -> str:
 
 
 def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Mean over seeds (and std, run count) of each cell named by `keys`."""
+    """Mean over seeds of each cell named by `keys`, its Wilson interval over all its task attempts (SUCCESS), the
+    std over its runs (none with one run) and its run count."""
     grouped = runs.groupby(keys, dropna=False, sort=False)
     table = grouped.agg(
         model=("model", "first"),
@@ -29,13 +32,26 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         success=("success_rate", "mean"),
         std=("success_rate", "std"),
         runs=("success_rate", "size"),
+        successes=("successes", "sum"),
+        attempts=("n_tasks", "sum"),
         tasks=("n_tasks", "max"),
         mean_steps=("mean_steps", "mean"),
+        step_cap=("step_cap", lambda caps: pd.to_numeric(caps).max()),  # NaN: no run recorded one
         tokens=("tokens", "mean"),
         cost_usd=("cost_usd", lambda costs: pd.to_numeric(costs).mean(skipna=False)),  # unknown stays unknown
     ).reset_index()
-    table["std"] = table["std"].fillna(0.0)
-    return table
+    intervals = [interval_columns("success", *counts) for counts in zip(table["successes"], table["attempts"])]
+    return table.drop(columns=["successes", "attempts"]).join(pd.DataFrame(intervals, index=table.index, columns=SUCCESS[1:]))
+
+
+def cell_success(row) -> dict:
+    """An aggregated cell's success and its interval columns (SUCCESS), from a row of `aggregate`."""
+    return {column: getattr(row, column) for column in SUCCESS}
+
+
+def run_success(run) -> dict:
+    """One run's success and its interval over its tasks (SUCCESS), from a row of the runs frame."""
+    return {"success": run["success_rate"], **interval_columns("success", run["successes"], run["n_tasks"])}
 
 
 def student_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,7 @@ variant against its plain config's run in the same cell and seed."""
 import pandas as pd
 
 from amd.analysis.cells import MEMORY_ORDER, order_by, student_runs
+from amd.analysis.stats import interval_columns
 from amd.errors import AmdError
 from amd.vocabulary import memory_config, plain_config
 
@@ -22,13 +23,16 @@ def security_pairs(runs: pd.DataFrame) -> pd.DataFrame:
     successes, plus the share of attacked tasks still solved."""
     attacked = runs[runs["security_by_task"].map(bool)]
     table = _paired_rows(attacked, "security_by_task", "security_pairs", "breached")
-    utility = {(row.benchmark, row.student, row.seed, row.memory): row.success_rate
-               for row in student_runs(attacked).itertuples()}
-    table.insert(6, "utility_zero_shot_%", [utility[(r.benchmark, r.student, r.seed, "zero_shot")]
-                                             for r in table.itertuples()])
-    table.insert(7, "utility_with_memory_%", [utility[(r.benchmark, r.student, r.seed, r.memory)]
-                                               for r in table.itertuples()])
-    return table
+    by_cell = {(row.benchmark, row.student, row.seed, row.memory): row for row in student_runs(attacked).itertuples()}
+    utility = pd.DataFrame([_utility(by_cell[(r.benchmark, r.student, r.seed, "zero_shot")], "utility_zero_shot_%")
+                            | _utility(by_cell[(r.benchmark, r.student, r.seed, r.memory)], "utility_with_memory_%")
+                            for r in table.itertuples()], index=table.index)
+    return pd.concat([table.iloc[:, :6], utility, table.iloc[:, 6:]], axis=1)
+
+
+def _utility(run, name: str) -> dict:
+    """A run's success rate on the attacked tasks, as column `name`, with its interval."""
+    return {name: run.success_rate, **interval_columns(name, run.successes, run.n_tasks)}
 
 
 def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.DataFrame:

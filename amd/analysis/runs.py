@@ -47,6 +47,8 @@ def summarize_run(path) -> dict:
         "model": model_name(records[0]),
         "temperature": records[0]["agent"].get("params", {}).get("temperature"),  # None: not sent, or no model
         "oracle": records[0]["agent"]["kind"] == "oracle",
+        # the task's step cap it ran under (None: not recorded, or an official turn loop that caps turns only)
+        "step_cap": records[0].get("step_caps", {}).get("max_steps"),
         "n_tasks": metrics["tasks"],
         "missing": len(metrics["missing"]),
         "task_ids": frozenset(metrics["success_by_task"]),

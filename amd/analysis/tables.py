@@ -1,16 +1,28 @@
 """The paper's tables, computed from run files, with the paper's number beside ours where the cell matches.
 
 Each builder takes the runs frame (amd.analysis.runs.load_runs) and returns a DataFrame; `write_table` saves it
-as CSV and as Markdown with its caption and notes. Success rates are percentages, averaged over seeds.
+as CSV and as Markdown with its caption and notes. Success rates are percentages, averaged over seeds, each with its
+95 % Wilson interval over the cell's task attempts (amd.analysis.stats): separate numeric columns in the CSV, one
+"rate [low, high]" column in the Markdown.
 """
 
 from pathlib import Path
 
 import pandas as pd
 
-from amd.analysis.cells import MEMORY_ORDER, aggregate, order_by, student_runs, teacher_models
+from amd.analysis.cells import (
+    MEMORY_ORDER,
+    SUCCESS,
+    aggregate,
+    cell_success,
+    order_by,
+    run_success,
+    student_runs,
+    teacher_models,
+)
 from amd.analysis.reference import CITATION, SETTING_NOTE, load_reference, setting
 from amd.analysis.runs import restrict_to_tasks
+from amd.analysis.stats import INTERVAL_NOTE, PASS_K_NOTE, STD_NOTE, interval_of, pass_hat_k
 from amd.errors import AmdError
 from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
 
@@ -30,7 +42,7 @@ COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: t
 CAPTIONS = {
     "table1_main": "Table 1: success rate (%) of the teacher, and of each student zero-shot, with each baseline "
     "memory method and with {method} memory ({config}); delta = the row - the student's zero-shot; benchmark avg = "
-    "the mean over the benchmarks (the paper's Avg column).",
+    "the mean over the benchmarks (the paper's Avg column; a mean of rates, so no interval).",
     "table2_ablation": "Table 2: ablation of memory components (WF workflow, ST subtask, FN function); "
     "student_memory = the student's own trajectories as the memory source.",
     "table3_teacher": "Table 3: effect of the teacher: the teacher's own success rate and the students' with its memory "
@@ -65,7 +77,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
             "protocol": row.protocol, "setting": setting("table1_main", row.protocol, row.temperature),
-            "success": row.success, "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
+            **cell_success(row), "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
             "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens, "cost_usd": row.cost_usd,
             "paper": paper_value(reference, "table1_main", row, row.memory, models),
         })
@@ -87,7 +99,7 @@ def paper_value(reference, table: str, row, memory: str, models: dict) -> float 
 def _teacher_row(table: str, teacher: pd.Series, reference) -> dict:
     return {"benchmark": teacher["benchmark"], "agent": teacher["teacher"], "role": "teacher", "memory": "teacher",
             "protocol": None, "setting": setting(table, None, teacher["temperature"]),
-            "success": teacher["success_rate"], "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
+            **run_success(teacher), "delta": None, "runs": 1, "tasks": teacher["n_tasks"],
             "tokens": teacher["tokens"], "cost_usd": teacher["cost_usd"],
             "paper": reference.value(table, teacher["benchmark"], teacher["model"], "teacher",
                                      tasks=teacher["n_tasks"], temperature=teacher["temperature"])}
@@ -146,7 +158,7 @@ def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     table["paper"] = [paper_value(reference, "table2_ablation", row, row.memory, models) for row in table.itertuples()]
     table = order_by(table, "memory", MEMORY_ORDER)
     return table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "setting", "teacher", "success", "std", "runs", "tasks",
+        ["benchmark", "student", "memory", "protocol", "setting", "teacher", *SUCCESS, "std", "runs", "tasks",
          "tokens", "cost_usd", "paper"]]
 
 
@@ -160,7 +172,7 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, teacher in runs[runs["role"] == "teacher"].iterrows():
         row = _teacher_row("table3_teacher", teacher, reference)
-        rows.append({key: row[key] for key in ("benchmark", "setting", "success", "runs", "tasks", "tokens", "cost_usd",
+        rows.append({key: row[key] for key in ("benchmark", "setting", *SUCCESS, "runs", "tasks", "tokens", "cost_usd",
                                                "paper")} | {"teacher": teacher["teacher"], "acting": "teacher itself"})
     students, proposed = student_runs(runs), proposed_config()
     cells = aggregate(students[students["memory"] == proposed],
@@ -168,26 +180,43 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
                      "protocol": row.protocol, "setting": setting("table3_teacher", row.protocol, row.temperature),
-                     "success": row.success, "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens,
+                     **cell_success(row), "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens,
                      "cost_usd": row.cost_usd, "paper": paper_value(reference, "table3_teacher", row, proposed, models)})
     if not rows:
         raise AmdError("table3_teacher: no teacher or student runs among --runs")
-    columns = ["benchmark", "teacher", "writer", "acting", "protocol", "setting", "success", "runs", "tasks", "tokens",
-               "cost_usd", "paper"]
+    columns = ["benchmark", "teacher", "writer", "acting", "protocol", "setting", *SUCCESS, "runs", "tasks",
+               "tokens", "cost_usd", "paper"]
     return pd.DataFrame(rows, columns=columns).sort_values(["benchmark", "teacher"], kind="stable")
 
 
 def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
-    table = aggregate(student_runs(runs), ["benchmark", "student", "memory", "protocol"])
+    keys = ["benchmark", "student", "memory", "protocol"]
+    students = student_runs(runs)
+    table = aggregate(students, keys)
     table["setting"] = settings_of("table5_repeats", table)
-    table["mean ± std"] = [f"{row.success:.2f} ± {row.std:.2f}" for row in table.itertuples()]
+    table["mean ± std"] = [f"{row.success:.2f} ± " + (f"{row.std:.2f}" if row.runs >= 2 else "—")
+                           for row in table.itertuples()]
+    repeats = list(range(2, int(table["runs"].max()) + 1))
+    verdicts = [_verdicts_by_task(cell) for _, cell in students.groupby(keys, dropna=False, sort=False)]  # as aggregate
+    for k in repeats:
+        table[f"pass^{k}"] = [pass_hat_k(by_task, k) for by_task in verdicts]
     table = order_by(table, "memory", MEMORY_ORDER)
     table = table.sort_values(["benchmark", "student"], kind="stable")[
-        ["benchmark", "student", "memory", "protocol", "setting", "mean ± std", "success", "std", "runs", "tasks",
+        [*keys, "setting", "mean ± std", *SUCCESS, "std", *(f"pass^{k}" for k in repeats), "runs", "tasks",
          "tokens", "cost_usd"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
         table="Table 5", said="; §B.4 says every standard deviation is below one percentage point")]
+    table.attrs["notes"] += [PASS_K_NOTE] if repeats else []
     return table
+
+
+def _verdicts_by_task(cell: pd.DataFrame) -> dict:
+    """Each task's verdicts over the cell's runs (seeds)."""
+    verdicts = {}
+    for by_task in cell["success_by_task"]:
+        for task, solved in by_task.items():
+            verdicts.setdefault(task, []).append(bool(solved))
+    return verdicts
 
 
 def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
@@ -206,7 +235,7 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
     table["setting"] = settings_of("table6_protocols", table)
     table = order_by(table, "memory", MEMORY_ORDER)
     table = table.sort_values(["benchmark", "student", "protocol"], kind="stable")[
-        ["benchmark", "student", "protocol", "setting", "memory", "success", "std", "runs", "tasks", "tokens",
+        ["benchmark", "student", "protocol", "setting", "memory", *SUCCESS, "std", "runs", "tasks", "tokens",
          "cost_usd"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
         table="Table 6", said="; §B.3 describes them in words only")]
@@ -233,14 +262,19 @@ def caption(name: str) -> str:
 
 
 def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "") -> None:
-    """CSV for machines; Markdown with caption, paper citation and the config's note for people."""
-    rounded = table.round(2)
+    """CSV for machines (each interval in its own numeric columns); Markdown with caption, each rate and its interval
+    in one column, paper citation and the config's note for people."""
+    rounded = table.infer_objects().round(2)  # rows built as dicts hold None beside floats: numbers again
     rounded.to_csv(csv_path, index=False)
-    shown = rounded.astype(object).where(rounded.notna(), None)
+    shown, rates = rates_as_text(rounded.astype(object).where(rounded.notna(), None))
     lines = [f"**{caption(name)}**", "", shown.to_markdown(index=False, floatfmt=".2f", missingval="—"), ""]
     if any(column.startswith("paper") for column in table.columns):
         lines.append(f"`paper*` columns: {CITATION} A dash marks a cell the paper does not report.")
     lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
+    if rates:
+        lines.append(f"Note: {INTERVAL_NOTE}")
+    if "std" in table.columns:
+        lines.append(f"Note: {STD_NOTE}")
     if "protocol" in table.columns:
         lines.append(f"Note: {PROTOCOL_NOTE}")
     if "setting" in table.columns:
@@ -251,3 +285,15 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
         lines.append(f"Note: {note}")
     Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
+
+def rates_as_text(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Each rate that has interval columns (amd.analysis.stats.interval_of) as one column "RATE [95 % CI]" of
+    "38.46 [17.71, 64.48]", its attempt count as a whole number; and the names of those rates."""
+    rates = [column for column in table.columns if interval_of(column)[0] in table.columns]
+    for rate in rates:
+        low, high, n = interval_of(rate)
+        table[rate] = [None if value is None else f"{value:.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+                       for value, lo, hi in zip(table[rate], table[low], table[high])]
+        table[n] = [None if count is None else int(count) for count in table[n]]
+        table = table.drop(columns=[low, high]).rename(columns={rate: f"{rate} [95 % CI]"})
+    return table, rates

@@ -3,7 +3,8 @@ and the teacher-student fit probe ranked and checked against the grid."""
 
 import pandas as pd
 
-from amd.analysis.cells import aggregate, student_runs
+from amd.analysis.cells import SUCCESS, aggregate, cell_success, run_success, student_runs
+from amd.analysis.stats import interval_columns, interval_of
 from amd.errors import AmdError
 from amd.vocabulary import PREFER_TEACHER
 
@@ -15,8 +16,8 @@ def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:
     bank and per pooled bank (pool: its teachers in priority order; prefer: the preferred teacher; memory_from:
     how many tasks' memory came from each teacher); vs_best_single = the row - the best single teacher's row."""
     teachers = runs[runs["role"] == "teacher"]
-    rows = [{"benchmark": t["benchmark"], "acting": "teacher itself", "teacher": t["teacher"],
-             "success": t["success_rate"], "runs": 1, "tasks": t["n_tasks"]} for _, t in teachers.iterrows()]
+    rows = [{"benchmark": t["benchmark"], "acting": "teacher itself", "teacher": t["teacher"], **run_success(t),
+             "runs": 1, "tasks": t["n_tasks"]} for _, t in teachers.iterrows()]
     students = student_runs(runs)
     students = students[students["role"] == "memory"]
     described = pd.DataFrame([_pool_columns(pool) for pool in students["pool"]], index=students.index)
@@ -32,12 +33,12 @@ def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:
         single = best.get((row.benchmark, row.student, row.memory, row.protocol))
         rows.append({"benchmark": row.benchmark, "acting": row.student, "memory": row.memory,
                      "protocol": row.protocol, "teacher": row.teacher, "pool": row.pool, "prefer": row.prefer,
-                     "memory_from": row.memory_from, "success": row.success,
+                     "memory_from": row.memory_from, **cell_success(row),
                      "vs_best_single": None if single is None else row.success - single, "std": row.std,
                      "runs": row.runs, "tasks": row.tasks})
     table = pd.DataFrame(rows)
     return table.sort_values(["benchmark"], kind="stable")[
-        ["benchmark", "acting", "memory", "protocol", "teacher", "pool", "prefer", "memory_from", "success",
+        ["benchmark", "acting", "memory", "protocol", "teacher", "pool", "prefer", "memory_from", *SUCCESS,
          "vs_best_single", "std", "runs", "tasks"]]
 
 
@@ -70,7 +71,7 @@ def probe_fit(runs: pd.DataFrame) -> pd.DataFrame:
     probes, grid = runs[runs["role"] == "probe"], runs[runs["role"] == "memory"]
     if probes.empty:
         raise AmdError("probe_fit: no probe runs among --runs (amd probe; experiments with probe: true)")
-    own = {(row.benchmark, row.teacher): row.success_rate for row in runs[runs["role"] == "teacher"].itertuples()}
+    own = {(row.benchmark, row.teacher): row for row in runs[runs["role"] == "teacher"].itertuples()}
     parts = []
     for cell, group in probes.groupby(PROBE_CELL, sort=False):
         probe_set = frozenset().union(*group["task_ids"])
@@ -86,6 +87,7 @@ def probe_fit(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _probe_row(cell: dict, teacher: str, probes: pd.DataFrame, grid: pd.DataFrame, probe_set, own) -> dict:
+    """`own`: the teacher's run (a row of the runs frame), or None."""
     held_out = [{task: solved for task, solved in row.success_by_task.items() if task not in probe_set}
                 for row in grid.itertuples()]
     held_out = [verdicts for verdicts in held_out if verdicts]
@@ -93,10 +95,14 @@ def _probe_row(cell: dict, teacher: str, probes: pd.DataFrame, grid: pd.DataFram
             "protocol": cell["protocol"], "k": cell["k_text"],
             "bank": f"{cell['writer']}-{cell['embedder']}{cell['build']}", "teacher": teacher,
             "probe_tasks": len(probe_set), "probe_success": probes["success_rate"].mean(),
+            **interval_columns("probe_success", probes["successes"].sum(), probes["n_tasks"].sum()),
             "grid_runs": len(held_out), "grid_tasks": max((len(v) for v in held_out), default=0),
             "grid_success": (sum(100.0 * sum(v.values()) / len(v) for v in held_out) / len(held_out)
                              if held_out else None),
-            "teacher_success": own}
+            **interval_columns("grid_success", sum(sum(v.values()) for v in held_out),
+                               sum(len(v) for v in held_out)),
+            "teacher_success": None if own is None else own.success_rate,
+            **interval_columns("teacher_success", *((0, 0) if own is None else (own.successes, own.n_tasks)))}
 
 
 def _ranked(table: pd.DataFrame) -> pd.DataFrame:
@@ -116,5 +122,6 @@ def _ranked(table: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(teachers_compared=len(both), spearman_rho=rho, kendall_tau=tau, kendall_p=tau_p,
                          teacher_success_rho=baseline)
     first = ["benchmark", "student", "memory", "protocol", "k", "bank", "teacher", "probe_tasks", "probe_success",
-             "probe_rank", "grid_runs", "grid_tasks", "grid_success", "grid_rank"]
+             *interval_of("probe_success"), "probe_rank", "grid_runs", "grid_tasks", "grid_success",
+             *interval_of("grid_success"), "grid_rank"]
     return table[first + [column for column in table.columns if column not in first]]

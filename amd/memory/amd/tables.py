@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from amd.analysis.cells import aggregate, student_runs, teacher_models
+from amd.analysis.cells import SUCCESS, aggregate, student_runs, teacher_models
 from amd.analysis.paired import paired_as, variant_cell, variant_runs
 from amd.analysis.reference import load_reference
 from amd.analysis.tables import paper_value, settings_of
@@ -39,7 +39,7 @@ def table4_representation(runs: pd.DataFrame) -> pd.DataFrame:
     models = teacher_models(runs)
     table["paper"] = [paper_value(reference, "table4_representation", row, row.representation, models)
                       for row in table.itertuples()]
-    return table[["benchmark", "student", "representation", "memory", "protocol", "setting", "success", "std", "runs",
+    return table[["benchmark", "student", "representation", "memory", "protocol", "setting", *SUCCESS, "std", "runs",
                   "tasks", "tokens", "cost_usd", "paper"]]
 
 
