@@ -231,4 +231,4 @@ def test_the_paper_grid_probes_table_3s_cells_on_twelve_tasks_with_one_seed():
     parsed = build_parser().parse_args(["probe", "appworld", "--agent", "x:y", "--out", "o",
                                         *grid.probe_args({"benchmark": "appworld"}).split()])
     assert (parsed.probe_size, parsed.probe_seed) == (12, 0)
-    assert parsed.benchmark_option == ["dataset=test_normal"]
+    assert parsed.benchmark_option == ["dataset=test_normal", "harness=paper"]  # the benchmark's options, its harness too
