@@ -126,9 +126,14 @@ def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_
             assert (benchmark, student, build, memcfg, k) in runs, (benchmark, student, memcfg)
     builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
     assert {re.search(r"--method (\w+)", line).group(1) for line in builds} == {"amd", "reasoningbank", "memp", "sasm"}
-    # the paper's students prompt as the paper's do, whatever the embedded default (json, for CPU models) says
+    # the paper's students prompt as the authors' harness of each benchmark does (BFCL's and ToolSandbox's own
+    # messages, amd's prompt for AppWorld's code agent), whatever the embedded default (json, for CPU models) says
     student_runs = [line for line in result.stdout.splitlines() if "amd run" in line and "student-" in line]
-    assert student_runs and all("--prompting amd" in line for line in student_runs)
+    prompting = {benchmark: paper_config["benchmarks"][benchmark].get("run", {}).get("prompting", "amd")
+                 for benchmark in paper["benchmarks"]}
+    assert set(prompting.values()) == {"amd", "official"}
+    benchmark_of = {line: re.search(r"amd run (\w+)", line).group(1) for line in student_runs}
+    assert student_runs and all(f"--prompting {prompting[benchmark_of[line]]}" in line for line in student_runs)
 
 
 def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_with(workdir):
@@ -143,9 +148,12 @@ def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_w
     assert runs == set(itertools.product(benchmarks, ("qwen3_4b", "gemma4_e4b"), checked, seeds)) | \
         set(itertools.product(benchmarks, ("llama31_8b", "gemma4_e4b"), gated, seeds))
     assert planned_jobs(result)["make_table"] == 2
-    options = [re.findall(r"--memory-option '?(\w+)=", line) for line in result.stdout.splitlines()
-               if "--memory-config wf_st_fn_" in line]
-    assert options and all(found == ["per_turn"] for found in options)  # the grid's own; the config brings the rest
+    paper = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+    options = [(re.search(r"amd run (\w+)", line).group(1), re.findall(r"--memory-option '?(\w+)=", line))
+               for line in result.stdout.splitlines() if "--memory-config wf_st_fn_" in line]
+    # the grid's own and the benchmark's harness; the variant's config brings the rest
+    assert options and all(found == sorted({"per_turn"} | set(paper["benchmarks"][benchmark]["memory_options"]["amd"]))
+                           for benchmark, found in options)
 
 
 def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
