@@ -22,7 +22,7 @@ rule run_student_zero_shot:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
-        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
@@ -64,7 +64,7 @@ rule run_student_memory:
         launch=lambda wc: grid.serve_prefix(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
-        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
         memory=grid.memory_args,
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"

@@ -22,7 +22,7 @@ rule run_teacher:
         launch=lambda wc: grid.serve_prefix(wc.teacher),
         agent=lambda wc: grid.agent_args(wc.teacher),
         run=lambda wc: grid.run_args(wc.teacher, wc.benchmark),
-        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher"),
+        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher", wc.teacher),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:

@@ -26,6 +26,7 @@ from amd.vocabulary import (
 from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
 from amd.workflow.config import ConfigError, validate_config
+from amd.workflow.named import check_on_demand, own_experiments, refusal
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -41,8 +42,9 @@ def cell_lists() -> dict:
 class Grid:
     def __init__(self, config: dict):
         validate_config(config)
-        self.config = config
+        self.config = config | {"experiments": own_experiments(config)}
         check_names(self)
+        check_on_demand(self.config["experiments"])
 
     # ---- names and entries ---------------------------------------------------------------------------------
 
@@ -197,11 +199,14 @@ class Grid:
         return sorted(found)
 
     def output_runs(self, name: str) -> list[str]:
-        """Every run of every experiment that lists this table or figure under `outputs`."""
+        """Every run of every experiment that lists this table or figure under `outputs`; an output that no
+        experiment of this config lists is refused, naming the configs whose experiments do."""
+        makers = [experiment for experiment, spec in self.config["experiments"].items() if name in spec["outputs"]]
+        if not makers:
+            raise ConfigError(refusal(name, self.config.get("name")))
         runs = []
-        for experiment, spec in self.config["experiments"].items():
-            if name in spec["outputs"]:
-                runs += [run for run in self.experiment_runs(experiment) if run not in runs]
+        for experiment in makers:
+            runs += [run for run in self.experiment_runs(experiment) if run not in runs]
         return runs
 
     @staticmethod
@@ -211,12 +216,22 @@ class Grid:
         return [layout.TABLE.format(table=name, ext=ext) for ext in ("csv", "md")]
 
     def all_targets(self) -> list[str]:
-        """Every output of every experiment, a score per run and a page (amd view) per student run."""
-        names = sorted({name for spec in self.config["experiments"].values() for name in spec["outputs"]})
+        """Every output of every experiment not `on_demand`, a score per run and a page (amd view) per student
+        run."""
+        names = sorted({name for spec in self.config["experiments"].values() if not spec.get("on_demand")
+                        for name in spec["outputs"]})
         runs = {run for name in names for run in self.output_runs(name)}
         scores = [run.replace("trajectories.jsonl", "score.json") for run in sorted(runs)]
         views = [layout.view_path(run) for run in sorted(runs & self.student_runs)]
         return [path for name in names for path in self.output_paths(name)] + scores + views
+
+    def on_demand(self) -> dict[str, list[str]]:
+        """Each output made on demand (not by `all`) -> the experiments that make it."""
+        made = {}
+        for experiment, spec in self.config["experiments"].items():
+            for name in spec["outputs"] if spec.get("on_demand") else ():
+                made.setdefault(name, []).append(experiment)
+        return made
 
     # ---- run pages (amd view) ------------------------------------------------------------------------------
 
@@ -272,10 +287,20 @@ class Grid:
         entry = self.agent(name)
         return args.serve_prefix(entry["spec"], entry.get("serve"))
 
-    def benchmark_args(self, benchmark: str, role: str) -> str:
-        """The tasks of a teacher or student run and the benchmark's own options."""
-        entry = self.config["benchmarks"][benchmark]
-        return args.benchmark_flags(entry.get(f"{role}_tasks"), entry.get("options", {}))
+    def tasks(self, benchmark: str, role: str, agent: str) -> list[str] | None:
+        """The tasks an agent runs in a role (teacher, student): its own for the benchmark, else the benchmark's
+        for the role (None: every task)."""
+        own = self.agent(agent).get("benchmarks", {}).get(benchmark, {})
+        return own["tasks"] if "tasks" in own else self.config["benchmarks"][benchmark].get(f"{role}_tasks")
+
+    def options(self, benchmark: str, agent: str | None = None) -> dict:
+        """The benchmark's own options, with the agent's for it over them."""
+        own = self.agent(agent).get("benchmarks", {}).get(benchmark, {}) if agent else {}
+        return self.config["benchmarks"][benchmark].get("options", {}) | own.get("options", {})
+
+    def benchmark_args(self, benchmark: str, role: str, agent: str) -> str:
+        """The tasks of a teacher or student run and the benchmark's options for the agent."""
+        return args.benchmark_flags(self.tasks(benchmark, role, agent), self.options(benchmark, agent))
 
     @staticmethod
     def setup_targets() -> str:
@@ -292,15 +317,16 @@ class Grid:
         """The probe set of a probe run: the config's fixed list for the benchmark, else a draw from its student
         tasks (`amd probe --probe-size N --probe-seed S`)."""
         probe = self.config["probe"]
-        benchmark = wildcards["benchmark"]
+        benchmark, student = wildcards["benchmark"], wildcards["student"]
         fixed = probe.get("tasks", {}).get(benchmark)
         if fixed:
-            return args.benchmark_flags(fixed, self.config["benchmarks"][benchmark].get("options", {}))
-        return f"{self.benchmark_args(benchmark, 'student')} --probe-size {probe['size']} --probe-seed {probe['seed']}"
+            return args.benchmark_flags(fixed, self.options(benchmark, student))
+        return (f"{self.benchmark_args(benchmark, 'student', student)} --probe-size {probe['size']}"
+                f" --probe-seed {probe['seed']}")
 
     def benchmark_options(self, wildcards) -> str:
         """The benchmark's own options alone (memory builds read its function docs)."""
-        return args.benchmark_flags(None, self.config["benchmarks"][wildcards.benchmark].get("options", {}))
+        return args.benchmark_flags(None, self.options(wildcards.benchmark))
 
     def writer(self, name: str) -> dict:
         """A writer by name: an entry of `writers`, or an agent writing with its own model."""

@@ -31,19 +31,22 @@ class TaskPools:
 
     def __init__(self, grid):
         self.grid, self.config = grid, grid.config
-        self._listings: dict[str, list[str] | None] = {}
+        self._listings: dict[tuple, list[str] | None] = {}
         self.notes: list[str] = []
 
-    def listing(self, benchmark: str) -> list[str] | None:
-        if benchmark not in self._listings:
-            self._listings[benchmark] = self._list(benchmark)
-        return self._listings[benchmark]
+    def listing(self, benchmark: str, agent: str) -> list[str] | None:
+        """The benchmark's tasks under the agent's options for it."""
+        options = self.grid.options(benchmark, agent)
+        key = (benchmark, tuple(sorted(options.items())))
+        if key not in self._listings:
+            self._listings[key] = self._list(benchmark, options)
+        return self._listings[key]
 
-    def _list(self, benchmark: str) -> list[str] | None:
+    def _list(self, benchmark: str, options: dict) -> list[str] | None:
         from amd.registry import create_benchmark
 
         try:
-            opened = create_benchmark(benchmark, **self.config["benchmarks"][benchmark].get("options", {}))
+            opened = create_benchmark(benchmark, **options)
             try:
                 return opened.task_ids()
             finally:
@@ -56,15 +59,15 @@ class TaskPools:
     def count(self, benchmark: str) -> int | None:
         return self.config.get("estimate", {}).get("benchmarks", {}).get(benchmark, {}).get("tasks")
 
-    def tasks(self, benchmark: str, role: str) -> tuple[list[str] | None, float | None]:
-        listed = self.config["benchmarks"][benchmark].get(f"{role}_tasks") or self.listing(benchmark)
+    def tasks(self, benchmark: str, role: str, agent: str) -> tuple[list[str] | None, float | None]:
+        listed = self.grid.tasks(benchmark, role, agent) or self.listing(benchmark, agent)
         return (listed, len(listed)) if listed else (None, self.count(benchmark))
 
     def student_tasks(self, cell: dict) -> tuple[list[str] | None, float | None]:
         from amd.memory.protocols import MEMORY_FRACTION, eval_task_ids
         from amd.probe import probe_tasks
 
-        tasks, count = self.tasks(cell["benchmark"], "student")
+        tasks, count = self.tasks(cell["benchmark"], "student", cell["student"])
         if cell["method"] and cell["protocol"] in CROSS_SPLITS:
             bank = self.grid.bank_path(cell)
             if tasks is not None and os.path.exists(bank):
@@ -94,7 +97,7 @@ def grid_jobs(grid, pools: TaskPools) -> list[Job]:
             for member in grid.distilled_teachers(cell["teacher"]) if cell["method"] else ():
                 # a pool's bank joins its members' banks (no model calls): the members' runs and banks are the cost
                 own = cell | {"teacher": member, "writer": member if cell["writer"] == cell["teacher"] else cell["writer"]}
-                teacher_tasks, teacher_count = pools.tasks(benchmark, "teacher")
+                teacher_tasks, teacher_count = pools.tasks(benchmark, "teacher", member)
                 teacher = layout.TEACHER_RUN.format(**own)
                 jobs.setdefault(teacher, Job(teacher, "teacher", benchmark, member, grid.agent(member)["spec"],
                                              tasks=teacher_tasks, n_tasks=teacher_count))

@@ -1,0 +1,49 @@
+"""Outputs asked for by name: experiments `on_demand` (not part of `all`), experiments that belong to one config
+(`config: NAME`), and the refusal of an output that no experiment of the active config makes, naming the configs
+whose experiments do (checked when Snakemake plans, before any job runs)."""
+
+from pathlib import Path
+
+import yaml
+
+from amd.workflow.config import ConfigError
+
+CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
+
+
+def own_experiments(config: dict) -> dict:
+    """The experiments of the active config: those without `config`, and those whose `config` is its `name`."""
+    return {name: spec for name, spec in config["experiments"].items()
+            if spec.get("config", config.get("name")) == config.get("name")}
+
+
+def check_on_demand(experiments: dict) -> None:
+    """An output is made either by `all` or on demand, never both (else `all` would run the on-demand cells)."""
+    in_all = {output: name for name, spec in experiments.items() if not spec.get("on_demand")
+              for output in spec["outputs"]}
+    for name, spec in experiments.items():
+        shared = [output for output in spec["outputs"] if output in in_all] if spec.get("on_demand") else []
+        if shared:
+            raise ConfigError(f"config: experiments.{name}: on_demand, but its output {shared[0]!r} is made by "
+                              f"`all` too (experiment {in_all[shared[0]]!r}); give it an output of its own or "
+                              "drop on_demand")
+
+
+def refusal(output: str, config_name: str | None) -> str:
+    """Why an output cannot be made here, and which experiments of which config files can make it."""
+    makers = [f"`{experiment}` in {path}" + (f" (config `{owner}`)" if owner else "")
+              for path, experiment, owner in makers_of(output)]
+    where = f"; experiments that make it: {', '.join(makers)}" if makers else ""
+    return (f"output {output!r}: no experiment of the active config (name {config_name!r}) lists it under "
+            f"`outputs`{where}. Run with that config, or add an experiment with outputs: [{output}]")
+
+
+def makers_of(output: str, folder: Path = CONFIG_DIR) -> list[tuple[str, str, str | None]]:
+    """(config file, experiment, the config it belongs to) for each experiment of folder/*.yaml listing output."""
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for experiment, spec in (config.get("experiments") or {}).items():
+            if output in (spec or {}).get("outputs", []):
+                found.append((str(path), experiment, spec.get("config")))
+    return found
