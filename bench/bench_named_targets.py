@@ -1,7 +1,8 @@
-"""Wall time of each output asked for by name (the config's `on_demand` experiments), each built alone from an
-empty results/ with `snakemake --cores 2 TARGET`, as a user on a fresh clone would. Each target's results are moved
-to bench_out/named_targets/NAME/ afterwards (nothing is deleted), so results/ must be absent or empty to start.
-Prints minutes and the load average before and after: other work on the machine inflates wall times.
+"""Wall time of each output asked for by name (the config's `on_demand` experiments), each built alone with
+`snakemake --cores 2 TARGET` from an empty results/ and empty response and embedding caches (.amd/cache; the
+assembled model weights stay), as on a fresh clone after `make venv model-1.5b`. Each target's results and caches
+are moved to bench_out/named_targets/NAME/ afterwards (nothing is deleted), so results/ and those caches must be
+absent or empty to start. Prints minutes and the load average before and after: other work inflates wall times.
 
     .venv/bin/python bench/bench_named_targets.py [NAME ...]    # default: every on-demand output of the config
 """
@@ -19,6 +20,7 @@ from amd.workflow.plan import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
+CACHES = [REPO / ".amd/cache/responses", REPO / ".amd/cache/embeddings"]  # a user's earlier runs would fill them
 
 
 def load() -> str:
@@ -36,6 +38,9 @@ def build(name: str, grid: Grid) -> tuple[float, int]:
     kept.mkdir(parents=True)
     (kept / "snakemake.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     shutil.move(RESULTS, kept / "results")
+    for cache in CACHES:
+        if cache.exists():
+            shutil.move(cache, kept / cache.name)
     RESULTS.mkdir()
     (RESULTS / ".gitkeep").touch()
     return minutes, done.returncode
@@ -47,8 +52,9 @@ def main() -> int:
     os.chdir(REPO)
     grid = Grid(load_config([]))
     names = parser.parse_args().names or sorted(grid.on_demand())
-    if any(path.name != ".gitkeep" for path in RESULTS.glob("*")):
-        sys.exit("results/ is not empty: move it away first (each target is timed from an empty results/)")
+    if any(path.name != ".gitkeep" for path in RESULTS.glob("*")) or any(cache.exists() for cache in CACHES):
+        sys.exit(f"results/ or {', '.join(str(cache) for cache in CACHES)} not empty: move them away first (each "
+                 "target is timed from scratch)")
     print("| output | experiments | minutes | exit | load before | load after |\n|---|---|---|---|---|---|")
     for name in names:
         before = load()

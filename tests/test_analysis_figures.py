@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib.text
 import pytest
+import yaml
 from test_analysis_outputs import make_grid, record, rewrite_records, student_run
 
 from amd.analysis import figures, layout
@@ -17,9 +18,7 @@ from amd.analysis.stats import wilson
 
 SPEC = "vllm:Qwen/Qwen3-4B@http://h/v1"
 STUDENT_CAP, TEACHER_CAP = 8, 40
-NOTE = ("Embedded default: a 1.5B CPU model on 13 small AgentDojo tasks (an extension, not one of the paper's "
-        "benchmarks), with an oracle teacher, one seed. It demonstrates the pipeline, not the paper's effect sizes: "
-        "with 13 tasks a paired sign test can reach p < 0.05 only when memory wins at least 6 discordant tasks.")
+NOTE = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/config.yaml").read_text())["note"]  # the real note
 
 
 @pytest.fixture

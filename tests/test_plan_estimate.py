@@ -58,7 +58,7 @@ def amd(command: str, env) -> None:
 def run_cell(grid: Grid, cell: dict, env) -> None:
     """The command the workflow's rule makes for this cell (rules/student.smk), run for real."""
     path, student = grid.run_path(cell), cell["student"]
-    command = (f"amd run bfcl {grid.agent_args(student)} --out {path} {grid.benchmark_args('bfcl', 'student')} "
+    command = (f"amd run bfcl {grid.agent_args(student)} --out {path} {grid.benchmark_args('bfcl', 'student', student)} "
                f"{grid.run_args(student, cell['benchmark'])} --seed {cell['seed']} --no-progress")
     if cell["method"]:
         wildcards = Wildcards(cell, k=path.split("/k_")[1].split("/")[0], seed=str(cell["seed"]))

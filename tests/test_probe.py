@@ -197,8 +197,8 @@ def test_probe_fit_takes_the_grids_runs_of_its_cells_where_they_have_run(tmp_pat
     finished.parent.mkdir(parents=True)
     finished.write_text("")
     assert [run for run in grid.output_runs("probe_fit") if "/student-" in run] == [str(finished)]
-    assert grid.probe_args({"benchmark": "bfcl"}).endswith("--probe-size 6 --probe-seed 0")
-    assert grid.probe_args({"benchmark": "bfcl"}).startswith(f"--tasks {','.join(POOL)}")
+    assert grid.probe_args({"benchmark": "bfcl", "student": "qwen05"}).endswith("--probe-size 6 --probe-seed 0")
+    assert grid.probe_args({"benchmark": "bfcl", "student": "qwen05"}).startswith(f"--tasks {','.join(POOL)}")
 
 
 def test_a_probe_experiment_is_checked_before_any_job():
@@ -215,7 +215,7 @@ def test_a_probe_experiment_is_checked_before_any_job():
                                           "student_tasks \\(multi_turn_base_1\\)"):
         Grid(config)
     config["probe"]["tasks"] = {"bfcl": POOL[:3]}
-    assert Grid(config).probe_args({"benchmark": "bfcl"}) == f"--tasks {','.join(POOL[:3])}"
+    assert Grid(config).probe_args({"benchmark": "bfcl", "student": "qwen05"}) == f"--tasks {','.join(POOL[:3])}"
 
 
 def test_the_paper_grid_probes_table_3s_cells_on_twelve_tasks_with_one_seed():
@@ -229,6 +229,6 @@ def test_the_paper_grid_probes_table_3s_cells_on_twelve_tasks_with_one_seed():
     table3 = {run.replace("/student-", "/probe-") for run in grid.output_runs("table3_teacher") if "seed0" in run}
     assert set(probes) <= table3  # the same cells as Table 3, on the probe set
     parsed = build_parser().parse_args(["probe", "appworld", "--agent", "x:y", "--out", "o",
-                                        *grid.probe_args({"benchmark": "appworld"}).split()])
+                                        *grid.probe_args({"benchmark": "appworld", "student": "qwen3_4b"}).split()])
     assert (parsed.probe_size, parsed.probe_seed) == (12, 0)
     assert parsed.benchmark_option == ["dataset=test_normal", "harness=paper"]  # the benchmark's options, its harness too

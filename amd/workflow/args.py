@@ -10,7 +10,8 @@ RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-s
              "prompting": "--prompting", "think": "--think"}
 SAMPLING = ("temperature", "max_tokens")  # a writer's --writer-params
 MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never gets
-AGENT_KEYS = ("spec", "serve")  # agent keys that are not `run` settings: the agent spec and how it is served
+# Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
+AGENT_KEYS = ("spec", "serve", "benchmarks")
 BASE_URL = "{base_url}"  # filled in by `amd serve-run`
 
 

@@ -47,3 +47,11 @@ def makers_of(output: str, folder: Path = CONFIG_DIR) -> list[tuple[str, str, st
             if output in (spec or {}).get("outputs", []):
                 found.append((str(path), experiment, spec.get("config")))
     return found
+
+
+def experiment_table(experiments: dict) -> list[dict]:
+    """One row per experiment: how it is built (by `all`, or by name), its outputs, and its measured time."""
+    return [{"experiment": name, "built by": "name" if spec.get("on_demand") else "all",
+             "outputs": ", ".join(spec["outputs"]),
+             "measured_minutes": spec.get("measured", {}).get("minutes"),
+             "measured_where": spec.get("measured", {}).get("where")} for name, spec in experiments.items()]

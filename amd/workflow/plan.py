@@ -12,6 +12,7 @@ from amd.errors import AmdError
 from amd.workflow.config import ConfigError, merge_configs
 from amd.workflow.estimate import estimate, summarize
 from amd.workflow.jobs import TaskPools, grid_jobs, job_counts, job_table
+from amd.workflow.named import experiment_table
 
 DEFAULT_CONFIG = "config/config.yaml"  # the Snakefile's own configfile, under every --configfile
 
@@ -55,19 +56,27 @@ def plan_from_args(args) -> int:
         pools = TaskPools(grid)
         table = job_table(grid_jobs(grid, pools))
         summary, notes = job_counts(table), pools.notes
+    experiments = pd.DataFrame(experiment_table(grid.config["experiments"]))
     print(_shown(summary).to_markdown(index=False, floatfmt=",.2f", missingval="—"))
+    print(f"\n{EXPERIMENTS_TITLE}\n\n" + _shown(experiments).to_markdown(index=False, floatfmt=".1f", missingval="—"))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write(table, summary, notes, *args.out)
+        write(table, summary, experiments, notes, *args.out)
     return 0
 
 
-def write(table: pd.DataFrame, summary: pd.DataFrame, notes: list[str], csv_path, md_path) -> None:
+EXPERIMENTS_TITLE = ("Experiments (built by `all`, or by name: snakemake results/tables/NAME.md; measured: "
+                     "snakemake --cores 2 OUTPUT from an empty results/)")
+
+
+def write(table: pd.DataFrame, summary: pd.DataFrame, experiments: pd.DataFrame, notes: list[str], csv_path,
+          md_path) -> None:
     table.to_csv(csv_path, index=False)
     lines = ["**Cost estimate of the config's grid, before launch (amd plan --estimate)**", "",
              _shown(summary).to_markdown(index=False, floatfmt=",.2f", missingval="—"), "",
-             *(f"Note: {note}" for note in notes), "",
+             f"**{EXPERIMENTS_TITLE}**", "", _shown(experiments).to_markdown(index=False, floatfmt=".1f", missingval="—"),
+             "", *(f"Note: {note}" for note in notes), "",
              _shown(table).to_markdown(index=False, floatfmt=",.2f", missingval="—"), ""]
     Path(md_path).write_text("\n".join(lines), encoding="utf-8")
 

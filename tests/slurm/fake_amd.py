@@ -2,7 +2,8 @@
 """A stand-in `amd` for workflow tests (pipeline and SLURM): the real command line, instant outputs.
 
 Arguments are parsed by amd's own parser, so a rule that passes a flag `amd` does not accept fails here too;
-`run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working, and `table`,
+`run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working (an
+attacked run's records with a security verdict), and `table`,
 `figure` and `view` run the real analysis code (`view` without the bank: a fake bank holds no entries). Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
 $FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. Declared but
 unavailable benchmarks fail at once, as they do for real.
@@ -48,10 +49,14 @@ def run(args):
         prefer = dict(option.split("=", 1) for option in args.memory_option).get("prefer_teacher")
         memory["pool"] = {"teachers": bank["teachers"], "prefer_teacher": prefer,
                           "tasks_by_teacher": {prefer or bank["teachers"][0]: len(tasks)}}
+    attacked = any(option.startswith("attack=") for option in args.benchmark_option)
     with open(args.out, "w") as handle:
         for i, task in enumerate(tasks[: args.limit]):
             success = args.agent == "oracle" or (args.memory_config != "zero_shot" and i % 2 == 0)
-            handle.write(json.dumps(trajectory(task, args.benchmark, args.agent, memory, success)) + "\n")
+            record = trajectory(task, args.benchmark, args.agent, memory, success)
+            if attacked:  # a prompt-injection pair: whether the attacker's goal was reached
+                record["checker"]["security"] = i % 3 == 0
+            handle.write(json.dumps(record) + "\n")
 
 
 def probe(args):
