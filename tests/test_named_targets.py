@@ -122,11 +122,15 @@ def test_a_config_of_another_name_leaves_the_default_experiments_out():
     assert "cpu_main" in unnamed.config["experiments"]
 
 
-def test_an_on_demand_output_that_all_also_makes_is_rejected():
-    config = merge_configs(DEFAULT, {"experiments": {"cpu_main": {"outputs": ["table1_main", "table2_ablation"]}}})
-    with pytest.raises(ConfigError, match=r"experiments.cpu_main: on_demand, but its output 'table2_ablation' is "
-                                          r"made by `all` too \(experiment 'ablation'\)"):
-        Grid(config)
+def test_an_experiment_in_all_for_an_output_replaces_the_on_demand_one():
+    config = merge_configs(DEFAULT, {"experiments": {"mine": {
+        "benchmarks": ["agentdojo"], "students": ["qwen15"], "memory_configs": ["zero_shot", "wf_st_fn"],
+        "teachers": ["oracle", "qwen15_teacher"], "outputs": ["table3_teacher"]}}})
+    grid = Grid(config)
+    assert "table3_teacher" not in grid.on_demand()
+    assert set(grid.output_runs("table3_teacher")) == set(grid.experiment_runs("mine"))
+    assert "results/tables/table3_teacher.md" in grid.all_targets()
+    assert not any("qwen15_quick" in path for path in grid.all_targets())
 
 
 def test_an_agents_tasks_go_over_the_benchmarks_in_every_role():

@@ -26,7 +26,7 @@ from amd.vocabulary import (
 from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
 from amd.workflow.config import ConfigError, validate_config
-from amd.workflow.named import check_on_demand, own_experiments, refusal
+from amd.workflow.named import makers, own_experiments, refusal
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -44,7 +44,6 @@ class Grid:
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
         check_names(self)
-        check_on_demand(self.config["experiments"])
 
     # ---- names and entries ---------------------------------------------------------------------------------
 
@@ -199,13 +198,13 @@ class Grid:
         return sorted(found)
 
     def output_runs(self, name: str) -> list[str]:
-        """Every run of every experiment that lists this table or figure under `outputs`; an output that no
-        experiment of this config lists is refused, naming the configs whose experiments do."""
-        makers = [experiment for experiment, spec in self.config["experiments"].items() if name in spec["outputs"]]
-        if not makers:
+        """Every run of every experiment that makes this table or figure (amd.workflow.named.makers); an output
+        that no experiment of this config lists is refused, naming the configs whose experiments do."""
+        chosen = makers(name, self.config["experiments"])
+        if not chosen:
             raise ConfigError(refusal(name, self.config.get("name")))
         runs = []
-        for experiment in makers:
+        for experiment in chosen:
             runs += [run for run in self.experiment_runs(experiment) if run not in runs]
         return runs
 
@@ -227,11 +226,10 @@ class Grid:
 
     def on_demand(self) -> dict[str, list[str]]:
         """Each output made on demand (not by `all`) -> the experiments that make it."""
-        made = {}
-        for experiment, spec in self.config["experiments"].items():
-            for name in spec["outputs"] if spec.get("on_demand") else ():
-                made.setdefault(name, []).append(experiment)
-        return made
+        outputs = {name for spec in self.config["experiments"].values() for name in spec["outputs"]}
+        chosen = {name: makers(name, self.config["experiments"]) for name in sorted(outputs)}
+        return {name: experiments for name, experiments in chosen.items()
+                if self.config["experiments"][experiments[0]].get("on_demand")}
 
     # ---- run pages (amd view) ------------------------------------------------------------------------------
 

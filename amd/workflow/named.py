@@ -1,12 +1,11 @@
 """Outputs asked for by name: experiments `on_demand` (not part of `all`), experiments that belong to one config
-(`config: NAME`), and the refusal of an output that no experiment of the active config makes, naming the configs
+(`config: NAME`), which experiments an output is made from, and the refusal of an output that no experiment of the active config makes, naming the configs
 whose experiments do (checked when Snakemake plans, before any job runs)."""
 
 from pathlib import Path
 
 import yaml
 
-from amd.workflow.config import ConfigError
 
 CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
 
@@ -17,16 +16,13 @@ def own_experiments(config: dict) -> dict:
             if spec.get("config", config.get("name")) == config.get("name")}
 
 
-def check_on_demand(experiments: dict) -> None:
-    """An output is made either by `all` or on demand, never both (else `all` would run the on-demand cells)."""
-    in_all = {output: name for name, spec in experiments.items() if not spec.get("on_demand")
-              for output in spec["outputs"]}
-    for name, spec in experiments.items():
-        shared = [output for output in spec["outputs"] if output in in_all] if spec.get("on_demand") else []
-        if shared:
-            raise ConfigError(f"config: experiments.{name}: on_demand, but its output {shared[0]!r} is made by "
-                              f"`all` too (experiment {in_all[shared[0]]!r}); give it an output of its own or "
-                              "drop on_demand")
+def makers(output: str, experiments: dict) -> list[str]:
+    """The experiments an output is made from: those in `all` that list it, else the on-demand ones that do (an
+    experiment of your own for an output replaces the default's CPU-scale one, and `all` never runs on-demand
+    cells)."""
+    listing = [name for name, spec in experiments.items() if output in spec["outputs"]]
+    in_all = [name for name in listing if not experiments[name].get("on_demand")]
+    return in_all or listing
 
 
 def refusal(output: str, config_name: str | None) -> str:
