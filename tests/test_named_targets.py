@@ -7,7 +7,6 @@ analysis code making the tables and figures."""
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -147,7 +146,7 @@ def test_an_agents_tasks_go_over_the_benchmarks_in_every_role():
 def readme_named_targets() -> dict[str, float]:
     """The README's table of named targets: output -> measured minutes."""
     section = (REPO / "README.md").read_text().split("### Named targets", 1)[1].split("\n#", 1)[0]
-    rows = re.findall(r"^\| `([a-z0-9_]+)` \| `[a-z_]+` \| [^|]+ \| ([0-9.]+) \|", section, flags=re.M)
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| `[a-z_]+` \| [^|]+ \| ([0-9.]+) \|", section, flags=re.MULTILINE)
     return {name: float(minutes) for name, minutes in rows}
 
 

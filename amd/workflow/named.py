@@ -1,11 +1,11 @@
 """Outputs asked for by name: experiments `on_demand` (not part of `all`), experiments that belong to one config
-(`config: NAME`), which experiments an output is made from, and the refusal of an output that no experiment of the active config makes, naming the configs
-whose experiments do (checked when Snakemake plans, before any job runs)."""
+(`config: NAME`), which experiments an output is made from, and the refusal of an output that no experiment of
+the active config makes, naming the configs whose experiments do (checked when Snakemake plans, before any job
+runs)."""
 
 from pathlib import Path
 
 import yaml
-
 
 CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
 
