@@ -166,7 +166,7 @@ def test_amd_plan_prints_each_experiments_measured_time(capsys, monkeypatch):
         row = next(line for line in table.splitlines() if line.startswith(f"| {name} "))
         assert ("| name " in row) == bool(spec.get("on_demand"))
         if "measured" in spec:
-            assert f"| {spec['measured']['minutes']:.1f} " in row
+            assert f" {spec['measured']['minutes']:.1f} |" in row
 
 
 def test_a_dry_run_of_a_named_figure_plans_its_runs(tmp_path):
