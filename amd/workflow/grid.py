@@ -285,16 +285,20 @@ class Grid:
         entry = self.agent(name)
         return args.serve_prefix(entry["spec"], entry.get("serve"))
 
+    def agent_benchmark(self, agent: str | None, benchmark: str) -> dict:
+        """An agent's own tasks and options for a benchmark (its `benchmarks` entry), if any."""
+        return self.agent(agent).get("benchmarks", {}).get(benchmark, {}) if agent else {}
+
     def tasks(self, benchmark: str, role: str, agent: str) -> list[str] | None:
         """The tasks an agent runs in a role (teacher, student): its own for the benchmark, else the benchmark's
         for the role (None: every task)."""
-        own = self.agent(agent).get("benchmarks", {}).get(benchmark, {})
+        own = self.agent_benchmark(agent, benchmark)
         return own["tasks"] if "tasks" in own else self.config["benchmarks"][benchmark].get(f"{role}_tasks")
 
     def options(self, benchmark: str, agent: str | None = None) -> dict:
         """The benchmark's own options, with the agent's for it over them."""
-        own = self.agent(agent).get("benchmarks", {}).get(benchmark, {}) if agent else {}
-        return self.config["benchmarks"][benchmark].get("options", {}) | own.get("options", {})
+        return (self.config["benchmarks"][benchmark].get("options", {})
+                | self.agent_benchmark(agent, benchmark).get("options", {}))
 
     def benchmark_args(self, benchmark: str, role: str, agent: str) -> str:
         """The tasks of a teacher or student run and the benchmark's options for the agent."""

@@ -27,9 +27,9 @@ def makers(output: str, experiments: dict) -> list[str]:
 
 def refusal(output: str, config_name: str | None) -> str:
     """Why an output cannot be made here, and which experiments of which config files can make it."""
-    makers = [f"`{experiment}` in {path}" + (f" (config `{owner}`)" if owner else "")
-              for path, experiment, owner in makers_of(output)]
-    where = f"; experiments that make it: {', '.join(makers)}" if makers else ""
+    found = [f"`{experiment}` in {path}" + (f" (config `{owner}`)" if owner else "")
+             for path, experiment, owner in makers_of(output)]
+    where = f"; experiments that make it: {', '.join(found)}" if found else ""
     return (f"output {output!r}: no experiment of the active config (name {config_name!r}) lists it under "
             f"`outputs`{where}. Run with that config, or add an experiment with outputs: [{output}]")
 

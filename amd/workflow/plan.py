@@ -57,8 +57,8 @@ def plan_from_args(args) -> int:
         table = job_table(grid_jobs(grid, pools))
         summary, notes = job_counts(table), pools.notes
     experiments = pd.DataFrame(experiment_table(grid.config["experiments"]))
-    print(_shown(summary).to_markdown(index=False, floatfmt=",.2f", missingval="—"))
-    print(f"\n{EXPERIMENTS_TITLE}\n\n" + _shown(experiments).to_markdown(index=False, floatfmt=".1f", missingval="—"))
+    print(_markdown(summary, ",.2f"))
+    print(f"\n{EXPERIMENTS_TITLE}\n\n{_markdown(experiments, '.1f')}")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
@@ -74,11 +74,15 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, experiments: pd.DataFrame,
           md_path) -> None:
     table.to_csv(csv_path, index=False)
     lines = ["**Cost estimate of the config's grid, before launch (amd plan --estimate)**", "",
-             _shown(summary).to_markdown(index=False, floatfmt=",.2f", missingval="—"), "",
-             f"**{EXPERIMENTS_TITLE}**", "", _shown(experiments).to_markdown(index=False, floatfmt=".1f", missingval="—"),
+             _markdown(summary, ",.2f"), "",
+             f"**{EXPERIMENTS_TITLE}**", "", _markdown(experiments, ".1f"),
              "", *(f"Note: {note}" for note in notes), "",
-             _shown(table).to_markdown(index=False, floatfmt=",.2f", missingval="—"), ""]
+             _markdown(table, ",.2f"), ""]
     Path(md_path).write_text("\n".join(lines), encoding="utf-8")
+
+
+def _markdown(table: pd.DataFrame, floatfmt: str) -> str:
+    return _shown(table).to_markdown(index=False, floatfmt=floatfmt, missingval="—")
 
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:
