@@ -103,12 +103,15 @@ def send_the_wrong_amount(step: int, last: str) -> str:
 
 
 def err_then_recover(step: int, last: str) -> str:
-    """A name error, then a wrong password (the API raises), then the right way."""
+    """A name error, then a wrong password (the API raises), then a wrong key read from a response on the line after
+    its call (paper Fig. 9), then the right way."""
     if step == 0:
         return code("print(balance)")
     if step == 1:
         return code('token = apis.venmo.login(username="nobody@example.com", password="wrong")')
-    return read_balance_and_answer(step - 2, last)
+    if step == 2:
+        return code(LOGIN + "balance = apis.venmo.show_venmo_balance(access_token=token)\nprint(balance['amount'])")
+    return read_balance_and_answer(step - 3, last)
 
 
 def never_finish(step: int, last: str) -> str:
@@ -153,11 +156,15 @@ def test_a_scripted_student_solves_one_task_and_fails_another_by_appworlds_verdi
 
 def test_errors_in_the_students_code_are_observations_and_it_recovers(appworld, tmp_path):
     (record,) = run(appworld, coder({BALANCE: err_then_recover}), ["b41a9ce_2"], tmp_path / "s.jsonl")
-    name_error, bad_login, *_ = steps(record)
+    name_error, bad_login, misread, *_ = steps(record)
     assert name_error["error"] and "NameError" in name_error["observations"][0]
     assert bad_login["error"] and "401" in bad_login["observations"][0]
     assert failing_calls(bad_login["code"], bad_login["observations"][0]) == ["venmo.login"]
-    assert record["success"] and record["n_steps"] == 4  # 57.5 read from the output and answered
+    assert misread["error"] and "KeyError" in misread["observations"][0]
+    # the traceback ends on a line with no API call: the call whose response it read, unless the rule is `line`
+    assert failing_calls(misread["code"], misread["observations"][0]) == ["venmo.show_venmo_balance"]
+    assert failing_calls(misread["code"], misread["observations"][0], "line") == []
+    assert record["success"] and record["n_steps"] == 5  # 57.5 read from the output and answered
 
 
 def test_a_student_that_never_completes_stops_at_the_step_cap(appworld, tmp_path):
@@ -246,7 +253,12 @@ def test_a_task_never_retrieves_memory_from_a_variant_of_its_own_scenario(appwor
                   ["b41a9ce_1", "5e9d0f1_1"], tmp_path / "s.jsonl", memory=memory)
     injected = {r["task_group"]: r["system_memory"] + [i for s in steps(r) for i in s["injected_memory"]]
                 for r in records}
-    assert {i["type"] for i in injected["b41a9ce"]} == {"workflow", "subtask", "function"}  # the login error
+    assert {i["type"] for i in injected["b41a9ce"]} == {"workflow", "subtask", "function"}
+    balance_task = next(r for r in records if r["task_group"] == "b41a9ce")
+    hints = [{i["query"] for i in step["injected_memory"]} for step in steps(balance_task)]
+    assert hints[1] == {"venmo.login"}  # the login error
+    if protocol == "shared":  # the misread response: only the balance scenario's own memory calls its function
+        assert hints[2] == {"venmo.show_venmo_balance"}
     own = [i for group, items in injected.items() for i in items if i["source_task_id"].startswith(group)]
     if protocol == "self_excluded":
         assert own == []

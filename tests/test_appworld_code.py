@@ -46,6 +46,18 @@ def test_the_failing_call_is_the_api_call_on_the_line_where_the_traceback_ends()
     assert failing_calls(BLOCK, "Execution failed. Traceback:\nSyntax error in line:\n...") == []
 
 
+def test_an_error_on_a_line_without_an_api_call_is_the_call_whose_response_it_read():
+    """The paper's Fig. 9: the student reads an API's response with the wrong key, on a later line."""
+    block = ('history = apis.venmo.show_transactions(\n    access_token=apis.venmo.login(username="a")["token"])\n'
+             'total = 0\nfor item in history:\n    total += item["amount"]\n')
+    key_error = ('Execution failed. Traceback:\n  File "<python-input>", line 5, in <module>\n'
+                 '    total += item["amount"]\nKeyError: \'amount\'')
+    assert failing_calls(block, key_error) == ["venmo.show_transactions"]  # the outer call returned last
+    assert failing_calls(block, key_error, "line") == []  # the earlier rule: only a call on that line
+    on_line = key_error.replace("line 5", "line 2")
+    assert failing_calls(block, on_line) == ["venmo.show_transactions", "venmo.login"]
+
+
 SOLUTION = '''# Canary String: not a statement
 from collections import Counter
 

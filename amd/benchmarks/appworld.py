@@ -152,7 +152,7 @@ class AppWorldEpisode:
         outcome.observations.append(cut_output(output, self.harness.output_chars))
         if output.startswith(FAILED):
             outcome.error = True
-            outcome.failing_functions += failing_calls(code, output)
+            outcome.failing_functions += failing_calls(code, output, self.harness.failing_call)
         outcome.finished = self._server.post("/task_completed", task_id=self.task_id) is True
 
     def reference_turns(self) -> list[list[Proposal]]:
@@ -192,13 +192,20 @@ def api_calls(code: str) -> list[ExecutedCall]:
             for node, name in _api_call_nodes(code)]
 
 
-def failing_calls(code: str, output: str) -> list[str]:
-    """The API functions called on the line of the block where the traceback ends."""
+def failing_calls(code: str, output: str, rule: str = "before") -> list[str]:
+    """The API functions called on the line of the block where the traceback ends; where that line calls none, under
+    `rule` "before" the API call that returned last above it (an error reading its response, paper Fig. 9), under
+    "line" none."""
     lines = INPUT_LINE.findall(output)
     if not lines:
         return []
     line = int(lines[-1])
-    return list(dict.fromkeys(name for node, name in _api_call_nodes(code) if node.lineno <= line <= node.end_lineno))
+    calls = _api_call_nodes(code)
+    on_line = [name for node, name in calls if node.lineno <= line <= node.end_lineno]
+    if on_line or rule == "line":
+        return list(dict.fromkeys(on_line))
+    before = sorted((node.end_lineno, node.end_col_offset, name) for node, name in calls if node.end_lineno < line)
+    return [name for *_, name in before[-1:]]  # the call that returned last: an outer call after its arguments
 
 
 def _api_call_nodes(code: str) -> list[tuple[ast.Call, str]]:
