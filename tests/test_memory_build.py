@@ -20,6 +20,7 @@ from test_memory_fixtures import (
     write_jsonl,
 )
 
+from amd.cli import main
 from amd.errors import AmdError
 from amd.memory.amd import writers
 from amd.memory.amd.entries import build_entries, successful
@@ -161,6 +162,9 @@ def test_audit_rejects_overlong_or_functionless_insights():
     assert audit_insight("word " * 121 + "MathAPI.add", calls, ["MathAPI.add"]).rejected
     no_function = audit_insight("Add 10 and 20 then report.", calls, ["MathAPI.add"])
     assert no_function.rejected and no_function.repaired == 2 and "<NUMBER>" in no_function.text
+    as_written = audit_insight("Add 10 and 20 then report.", calls, ["MathAPI.add"], repair=False)  # audit=none
+    assert not as_written.rejected and as_written.text == "Add 10 and 20 then report." and as_written.repaired == 0
+    assert audit_insight("word " * 121, calls, [], repair=False).rejected  # the word limit is the insights option's
 
 
 # ---- segment repair --------------------------------------------------------------------------------------------------
@@ -229,6 +233,31 @@ def test_model_writer_builds_valid_entries_and_counts_repairs(tmp_path):
         assert entry["insight"].startswith("Call ") and concrete_values_left(entry["insight"], rec) == []
     # USR003 and final_report.pdf appear in task 901's calls, 100 in task 902's: both insights were repaired.
     assert manifest["audit"]["insights_repaired"] == 2 and manifest["audit"]["values_replaced"] == 3
+    assert sorted(item["edit"] for item in manifest["audited"]["edited"]) == ["1 values replaced", "2 values replaced"]
+
+
+def test_the_audit_reports_what_it_dropped_and_edited_and_audit_none_keeps_insights_as_written(tmp_path, capsys):
+    """One insight names no function (amd's audit drops it), one carries a value of its own task (edited); the
+    paper's way (audit=none) keeps both as the writer wrote them."""
+    def insight(prompt):
+        planted = planted_insight(prompt)
+        return planted if "TradingBot" in planted else "Move the file for USR003; check the result has no error."
+
+    path = write_jsonl(tmp_path / "t.jsonl", [file_and_message_task(), trading_task()])
+    with writer_server(two_segments, insight) as server:
+        audited = build_bank([path], "amd", f"vllm:scripted@{server.url}", "hash:64", tmp_path / "audited")
+        written = build_bank([path], "amd", f"vllm:scripted@{server.url}", "hash:64", tmp_path / "as_written",
+                             options={"audit": "none"})
+    file_task, trading = file_and_message_task()["task_id"], trading_task()["task_id"]
+    assert audited["audited"]["dropped"] == [{"source_task_id": file_task, "reason": "names no app.function_name"}]
+    assert [item["id"] for item in audited["audited"]["edited"]] == [f"workflow:{trading}:0"]
+    assert written["audited"] == {"dropped": [], "edited": []} and written["build_settings"].endswith("audit=none")
+    insights = [entry["insight"] for entry in load_bank(tmp_path / "as_written").entries["workflow"]]
+    assert len(insights) == 2 and "USR003" in insights[0] and "100 shares" in insights[1]
+    assert main(["memory", "show", str(tmp_path / "audited")]) == 0
+    shown = capsys.readouterr().out
+    assert "insight audit: 1 insights dropped, 1 edited" in shown
+    assert f"dropped {file_task}: names no app.function_name" in shown and f"edited workflow:{trading}:0" in shown
 
 
 def test_model_writer_malformed_answers_fall_back_to_rules_with_a_log_line(tmp_path, caplog):

@@ -106,6 +106,10 @@ def run_show(args) -> int:
           f"agents {', '.join(a['spec'] for a in manifest['agents']) or '-'}")
     print(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
                                                         if "audit" in manifest else ""))
+    if "build_settings" in manifest:
+        print(f"build settings {manifest['build_settings']}")
+    for line in _audited_lines(manifest.get("audited")):
+        print(line)
     if "pool" in manifest:
         by_teacher = Counter(manifest["pool"]["default_teacher"].values())
         print(f"pooled from {', '.join(manifest['pool']['teachers'])}; tasks seen by default from "
@@ -115,6 +119,16 @@ def run_show(args) -> int:
             print(f"\n[{entry['id']}]")
             print(textwrap.indent(_summary(entry, manifest["types"][type_name]["embedded"]), "  "))
     return 0
+
+
+def _audited_lines(audited: dict | None) -> list[str]:
+    """What the insight audit dropped and edited (a bank built before this was recorded says nothing)."""
+    if audited is None:
+        return []
+    dropped, edited = audited["dropped"], audited["edited"]
+    lines = [f"insight audit: {len(dropped)} insights dropped, {len(edited)} edited"]
+    lines += [f"  dropped {item['source_task_id']}: {item['reason']}" for item in dropped]
+    return lines + [f"  edited {item['id']}: {item['edit']}" for item in edited]
 
 
 def run_query(args) -> int:

@@ -3,6 +3,8 @@
 The audit collects the concrete argument values of a trajectory's calls (strings of 3+ characters, numbers with
 2+ digits, found recursively in lists and dicts), replaces any that survive in the insight by their typed
 placeholder, and rejects an insight that the repair leaves unusable (over the word limit, or naming no function).
+Neither the paper nor its release audits insights (their prompts ask for placeholders and function names): with
+`repair` off, an insight keeps its values and is kept naming no function; the word limit still applies.
 """
 
 import re
@@ -102,13 +104,14 @@ class AuditResult:
     trimmed: bool = False  # cut to the word limit (trim=True)
 
 
-def audit_insight(insight: str, calls: list[dict], function_names: list[str], trim: bool = False) -> AuditResult:
+def audit_insight(insight: str, calls: list[dict], function_names: list[str], trim: bool = False,
+                  repair: bool = True) -> AuditResult:
     """Replace every surviving concrete value by its placeholder; reject when the result is unusable.
     `function_names` are the trajectory's `app.function_name` forms; the insight must keep at least one. An
     insight over the word limit is rejected, or with `trim` cut to it (`trimmed`: the release asks for fewer than
-    120 words and keeps what it gets)."""
+    120 words and keeps what it gets). Without `repair` (the paper's way), values stay and no function is required."""
     repaired = 0
-    for value, placeholder in trajectory_values(calls):
+    for value, placeholder in trajectory_values(calls) if repair else ():
         insight, count = _pattern(value).subn(placeholder, insight)
         repaired += count
     words = len(insight.split())
@@ -117,7 +120,7 @@ def audit_insight(insight: str, calls: list[dict], function_names: list[str], tr
         insight = trim_to_words(insight, MAX_INSIGHT_WORDS)
     elif words > MAX_INSIGHT_WORDS:
         return AuditResult(insight, repaired, True, f"{words} words (limit {MAX_INSIGHT_WORDS})")
-    if function_names and not any(name in insight for name in function_names):
+    if repair and function_names and not any(name in insight for name in function_names):
         return AuditResult(insight, repaired, True, "names no app.function_name", trimmed)
     return AuditResult(insight, repaired, False, trimmed=trimmed)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from amd.errors import AmdError
 from amd.memory.amd import writers
-from amd.memory.amd.spec import AMD_TYPES
+from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     OBSERVATION_CHARS,
@@ -27,6 +27,7 @@ from amd.prompts import benchmark_prompt
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)
+AUDITS = BUILD_OPTIONS["audit"].choices  # placeholders: amd's audit of insights; none: the paper's, no audit
 
 
 @dataclass(frozen=True)
@@ -35,27 +36,32 @@ class BuildSettings:
     uses the benchmark's own workflow and segmentation prompts where prompts/ has them (the paper's Figs. 13-14 are
     AppWorld's); `insights=trim`: an insight over the word limit is cut to it instead of rejected (the release asks
     for fewer than 120 words and keeps the answer); `observation_chars`: where observations in entries are cut (the
-    release: 500 for subtask and function entries)."""
+    release: 500 for subtask and function entries); `audit=none`: insights as the writer wrote them, no value
+    replaced and none dropped for naming no function (the paper and its release have no such audit)."""
 
     prompts: str = "generic"
     insights: str = "reject"
     observation_chars: int = OBSERVATION_CHARS
+    audit: str = "placeholders"
 
     @classmethod
     def from_options(cls, options: dict) -> "BuildSettings":
         prompts = str(options.get("prompts", cls.prompts)).strip().lower()
         insights = str(options.get("insights", cls.insights)).strip().lower()
+        audit = str(options.get("audit", cls.audit)).strip().lower()
         chars = str(options.get("observation_chars", cls.observation_chars)).strip()
-        if prompts not in ("generic", "benchmark") or insights not in ("reject", "trim"):
-            raise AmdError(f"build options prompts must be generic or benchmark and insights reject or trim, got "
-                           f"prompts={prompts!r}, insights={insights!r}")
+        if prompts not in ("generic", "benchmark") or insights not in ("reject", "trim") or audit not in AUDITS:
+            raise AmdError(f"build options prompts must be generic or benchmark, insights reject or trim and audit "
+                           f"{' or '.join(AUDITS)}, got prompts={prompts!r}, insights={insights!r}, audit={audit!r}")
         if not chars.isdigit() or int(chars) < 20:
             raise AmdError(f"build option observation_chars must be a whole number of at least 20, got {chars!r}")
-        return cls(prompts, insights, int(chars))
+        return cls(prompts, insights, int(chars), audit)
 
     def describe(self) -> str:
-        """One string (a pooled bank's members must then agree on it rather than sum its numbers)."""
-        return ",".join(f"{key}={value}" for key, value in vars(self).items())
+        """One string (a pooled bank's members must then agree on it rather than sum its numbers); the audit only
+        where it is not the default, as banks built before the option read."""
+        chosen = {key: value for key, value in vars(self).items() if key != "audit" or value != self.__class__.audit}
+        return ",".join(f"{key}={value}" for key, value in chosen.items())
 
     @classmethod
     def described(cls, text: str | None) -> "BuildSettings":
@@ -75,6 +81,7 @@ class BuildResult:
     subtask: list[dict] = field(default_factory=list)
     function: list[dict] = field(default_factory=list)
     audit: Counter = field(default_factory=Counter)  # insights repaired / rejected, values replaced, fallbacks
+    audited: dict = field(default_factory=lambda: {"dropped": [], "edited": []})  # which insights, and why
 
 
 def successful(records: list[dict]) -> list[dict]:
@@ -97,8 +104,7 @@ def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES,
     ChatReply) selects the model writer."""
     result = BuildResult()
     steps = steps_of(record)
-    workflow = workflow_entry(record, benchmark, steps, chat, result.audit, settings) if "workflow" in types \
-        else None
+    workflow = workflow_entry(record, benchmark, steps, chat, result, settings) if "workflow" in types else None
     if workflow:
         result.workflow.append(workflow)
     if "subtask" in types:
@@ -108,9 +114,11 @@ def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES,
     return result
 
 
-def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter,
+def workflow_entry(record: dict, benchmark, steps, chat, result: BuildResult,
                    settings: BuildSettings = DEFAULT_SETTINGS) -> dict | None:
-    task_id = record["task_id"]
+    """The record's workflow entry, None where it has no call or the audit rejects its insight; `result` gets the
+    audit's counts and which insight it dropped or edited."""
+    task_id, audit = record["task_id"], result.audit
     calls = [call for _, call, _ in writers.executed_calls(steps)]
     if not calls:
         return None
@@ -120,15 +128,22 @@ def workflow_entry(record: dict, benchmark, steps, chat, audit: Counter,
         audit["writer_fallbacks"] += 1
     insight = insight or writers.rules_workflow(benchmark, steps)
     names = list(dict.fromkeys(qualified_name(benchmark, call["name"]) for call in calls))
-    checked = audit_insight(insight, calls, names, trim=settings.insights == "trim")
+    checked = audit_insight(insight, calls, names, trim=settings.insights == "trim",
+                            repair=settings.audit == "placeholders")
     audit["values_replaced"] += checked.repaired
     audit["insights_repaired"] += int(checked.repaired > 0 and not checked.rejected)
     audit["insights_trimmed"] += int(checked.trimmed and not checked.rejected)
+    entry_id = f"workflow:{task_id}:0"
     if checked.rejected:
         audit["insights_rejected"] += 1
+        result.audited["dropped"].append({"source_task_id": task_id, "reason": checked.reason})
         log.warning("%s: workflow insight rejected by the placeholder audit: %s", task_id, checked.reason)
         return None
-    return {"id": f"workflow:{task_id}:0", "type": "workflow", "source_task_id": task_id,
+    edits = ([f"{checked.repaired} values replaced"] if checked.repaired else []) + (
+        ["cut to the word limit"] if checked.trimmed else [])
+    if edits:
+        result.audited["edited"].append({"id": entry_id, "source_task_id": task_id, "edit": ", ".join(edits)})
+    return {"id": entry_id, "type": "workflow", "source_task_id": task_id,
             "query": record["instruction"], "insight": checked.text,
             "code": writers.workflow_code(benchmark, steps)}
 

@@ -11,6 +11,7 @@ from amd.memory.amd.spec import AMD_TYPES, REPRESENTATIONS
 from amd.memory.bank import BankContents
 
 AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
+AUDITED = ("dropped", "edited")  # the manifest's `audited`: the insights the audit dropped (task, reason), edited (id)
 
 
 class AmdMemory:
@@ -28,12 +29,13 @@ class AmdMemory:
                                                            context.writer.chat, settings=settings), used)
         entries = {t.name: [entry for result in results for entry in getattr(result, t.name)] for t in AMD_TYPES}
         audit = sum((result.audit for result in results), Counter())
+        audited = {what: [item for result in results for item in result.audited[what]] for what in AUDITED}
         return BankContents(
             entries=entries, embedded={t.name: t.embedded for t in AMD_TYPES},
             manifest={"representation": {"stored": list(REPRESENTATIONS), "default": representation},
                       **({"build_settings": settings.describe()} if settings != BuildSettings() else {}),
                       "successful_task_ids": sorted(record["task_id"] for record in used),
-                      "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}})
+                      "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}, "audited": audited})
 
     def open(self, bank, config, settings) -> AmdHooks:
         if flag(settings.options.get("online", False), "online"):

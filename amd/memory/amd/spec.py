@@ -64,6 +64,9 @@ BUILD_OPTIONS = {
     "insights": Option("text", "an insight over the word limit is rejected, or cut to it (trim, as the release keeps "
                        "it)", choices=("reject", "trim")),
     "observation_chars": Option("int", "where entries cut observations (the release: 500)", minimum=20),
+    "audit": Option("text", "placeholders: an insight's concrete values become typed placeholders and an insight "
+                    "naming no app.function is dropped (amd's audit); none: insights as written (the paper, its "
+                    "release)", choices=("placeholders", "none")),
 }
 
 
