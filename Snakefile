@@ -16,6 +16,7 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/setup.smk"
+include: "rules/serve.smk"
 include: "rules/teacher.smk"
 include: "rules/memory.smk"
 include: "rules/student.smk"

@@ -6,6 +6,7 @@
 rule build_memory:
     input:
         trajectories=layout.TEACHER_RUN,
+        server=served_by(layout.BANK_DIR, "writer"),
     output:
         directory(layout.BANK_DIR),
     log:
@@ -30,7 +31,7 @@ rule build_memory:
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:
-        "{params.launch}amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
+        "{params.launch}{input.server} amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
         " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"
 
 
@@ -38,8 +39,10 @@ use rule build_memory as build_memory_served with:
     wildcard_constraints:
         teacher=grid.agent_names(),
         writer=grid.served_agents(),
+    group:
+        grid.server_group(layout.BANK_DIR, "writer")
+    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
-        gpu=grid.writer_gpus,
         llm_api=0,
         local_llm=0,
 

@@ -4,6 +4,7 @@
 rule run_student_zero_shot:
     input:
         setup=grid.setup_done,
+        server=served_by(layout.ZERO_SHOT_RUN, "student"),
     output:
         layout.ZERO_SHOT_RUN,
     log:
@@ -19,22 +20,24 @@ rule run_student_zero_shot:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        launch=lambda wc: grid.serve_prefix(wc.student),
+        launch=lambda wc: grid.launch(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
+        "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --seed {wildcards.seed} --no-progress > {log} 2>&1"
 
 
 use rule run_student_zero_shot as run_student_zero_shot_served with:
     wildcard_constraints:
         student=grid.served_agents(),
+    group:
+        grid.server_group(layout.ZERO_SHOT_RUN, "student")
+    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
-        gpu=grid.serve_gpus,
         local_llm=0,
         llm_api=0,
 
@@ -45,6 +48,7 @@ rule run_student_memory:
         setup=grid.setup_done,
         # the run of another config of the same cell that the method's spec puts first (e.g. online after frozen)
         after=grid.runs_first,
+        server=served_by(layout.MEMORY_RUN, "student"),
     output:
         layout.MEMORY_RUN,
     log:
@@ -61,7 +65,7 @@ rule run_student_memory:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        launch=lambda wc: grid.serve_prefix(wc.student),
+        launch=lambda wc: grid.launch(wc.student),
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
@@ -69,7 +73,7 @@ rule run_student_memory:
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
+        "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
         " --no-progress > {log} 2>&1"
 
@@ -78,7 +82,9 @@ use rule run_student_memory as run_student_memory_served with:
     wildcard_constraints:
         student=grid.served_agents(),
         memcfg=grid.memory_config_names(),
+    group:
+        grid.server_group(layout.MEMORY_RUN, "student")
+    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
-        gpu=grid.serve_gpus,
         local_llm=0,
         llm_api=0,

@@ -4,6 +4,7 @@
 rule run_teacher:
     input:
         setup=grid.setup_done,
+        server=served_by(layout.TEACHER_RUN, "teacher"),
     output:
         layout.TEACHER_RUN,
     log:
@@ -19,21 +20,23 @@ rule run_teacher:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        launch=lambda wc: grid.serve_prefix(wc.teacher),
+        launch=lambda wc: grid.launch(wc.teacher),
         agent=lambda wc: grid.agent_args(wc.teacher),
         run=lambda wc: grid.run_args(wc.teacher, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher", wc.teacher),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
-        "{params.launch}amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
+        "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --no-progress > {log} 2>&1"
 
 
 use rule run_teacher as run_teacher_served with:
     wildcard_constraints:
         teacher=grid.served_agents(),
+    group:
+        grid.server_group(layout.TEACHER_RUN, "teacher")
+    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
-        gpu=grid.serve_gpus,
         local_llm=0,
         llm_api=0,

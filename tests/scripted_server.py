@@ -78,6 +78,7 @@ class ScriptedServer:
     model: str = "scripted-model"
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
     embed: callable = lambda text: [float(len(text)), 1.0]  # the /embeddings answer for one text
+    port: int = 0  # 0: a free one
     requests: list[Received] = field(default_factory=list)
 
     def __post_init__(self):
@@ -85,7 +86,7 @@ class ScriptedServer:
         self._slots = threading.BoundedSemaphore(self.capacity) if self.capacity else None
         self.in_flight = self.max_in_flight = 0
         self.busy_s = 0.0  # time spent inside request handlers (the "model" side), for overhead benches
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _HTTPServer(("127.0.0.1", self.port), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property

@@ -1,8 +1,9 @@
 """A tiny grid through profiles/slurm on a real single-node SLURM cluster (slow; root with slurm-wlm + munge).
 
 The cluster is started on loopback by tests/slurm/cluster.sh; jobs call the stand-in `amd`
-(tests/slurm/fake_amd.py), so what is tested is the executor path: submission, resources (a fake h100 GPU for
-the served student), status polling and the finished outputs.
+(tests/slurm/fake_amd.py) and a stand-in `vllm` (tests/stand_in_vllm.py), so what is tested is the executor path:
+submission, resources (a fake h100 GPU for the served student's server, whose jobs run in the same SLURM job),
+status polling and the finished outputs.
 """
 
 import json
@@ -61,13 +62,17 @@ def test_tiny_grid_runs_through_the_slurm_profile(cluster, tmp_path):
     bin_dir.mkdir()
     (bin_dir / "amd").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests/slurm/fake_amd.py"}" "$@"\n')
     (bin_dir / "amd").chmod(0o755)
+    (bin_dir / "vllm").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests/stand_in_vllm.py"}" "$@"\n')
+    (bin_dir / "vllm").chmod(0o755)
     grid = {"students": {"gpu_student": {"spec": "vllm:fake/model", "serve": {"gpus": 1}}},
             "experiments": {"ablation": {"students": ["qwen05", "gpu_student"],
                                          "memory_configs": ["zero_shot", "wf_st_fn"]}}}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
     calls = tmp_path / "amd_calls.jsonl"
+    servers = tmp_path / "vllm.jsonl"
     env = os.environ | {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-                        "FAKE_AMD_LOG": str(calls), "PYTHONPATH": str(REPO)}
+                        "FAKE_AMD_LOG": str(calls), "PYTHONPATH": str(REPO), "STAND_IN_VLLM_LOG": str(servers),
+                        "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks")}
     result = subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "all", "--configfile", "grid.yaml",
          "--profile", str(_small_copy_of_slurm_profile(tmp_path))],
@@ -76,5 +81,8 @@ def test_tiny_grid_runs_through_the_slurm_profile(cluster, tmp_path):
     assert "slurm" in result.stdout + result.stderr
     assert (tmp_path / "results/tables/table2_ablation.md").exists()
     assert (tmp_path / "results/fig3_steps.pdf").read_bytes().startswith(b"%PDF")
-    served = [json.loads(line) for line in calls.read_text().splitlines() if '"serve_run"' in line]
-    assert len(served) == 2 and all(call["gpus"] == "1" for call in served), served
+    # the served student's two runs shared one server, in one SLURM job, on the GPU SLURM granted that job
+    started = [json.loads(line) for line in servers.read_text().splitlines() if '"start"' in line]
+    assert [(server["model"], server["devices"]) for server in started] == [("fake/model", "0")], started
+    served = [json.loads(line) for line in calls.read_text().splitlines() if '"served_run"' in line]
+    assert len(served) == 2 and len({call["base_url"] for call in served}) == 1, served

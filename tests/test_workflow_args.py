@@ -60,15 +60,16 @@ def test_every_run_flag_is_one_amd_run_accepts():
 def parse_shell(command: str):
     """The `amd ...` part of a rule's shell command, parsed by amd's own parser."""
     words = shlex.split(command.split(" > ", 1)[0])
-    if "serve-run" in words[:2]:
-        words = words[words.index("--") + 1:]
+    if "serve-run" in words[:2]:  # amd serve-run --server-file FILE amd run ...
+        words = words[words.index("amd", 1):]
     assert words[0] == "amd"
     return build_parser().parse_args(words[1:])
 
 
 def run_command(grid: Grid, cell: dict) -> str:
     student = cell["student"]
-    command = (f"{grid.serve_prefix(student)}amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
+    server = "results/servers/x.url" if grid.launch(student) else ""
+    command = (f"{grid.launch(student)}{server} amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
                f"{grid.benchmark_args(cell['benchmark'], 'student', student)} {grid.run_args(student, cell['benchmark'])} "
                f"--seed {cell['seed']}")
     if cell["method"]:
@@ -176,7 +177,7 @@ def test_in_the_paper_grid_each_teacher_writes_its_own_memory():
     student_memory = [cell for cell in memory_cells if cell["teacher"] == cell["student"]]
     assert student_memory  # the paper's Student Memory: the student writes from its own runs
     wildcards = Wildcards(student_memory[0], seed="0")
-    assert grid.writer_launch(wildcards).startswith("amd serve-run --model")
+    assert grid.writer_launch(wildcards) == "amd serve-run --server-file "
     assert "@{base_url}" in grid.writer_args(wildcards)
 
 

@@ -27,6 +27,7 @@ MEMORY_RUN = (
 PROBE_RUN = MEMORY_RUN.replace("/student-{student}/", "/probe-{student}/")
 TABLE = "results/tables/{table}.{ext}"
 ESTIMATE = "results/plan/estimate.{ext}"  # amd plan --estimate: the grid's cost before launch
+SERVER_URL = "results/servers/{server}.url"  # a model server's base URL while it serves (amd serve)
 SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file

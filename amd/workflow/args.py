@@ -13,6 +13,7 @@ MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never 
 # Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
 AGENT_KEYS = ("spec", "serve", "benchmarks")
 BASE_URL = "{base_url}"  # filled in by `amd serve-run`
+SERVED_LAUNCH = "amd serve-run --server-file "  # then the job's server file and its command (amd.serve)
 
 
 def quoted(value) -> str:
@@ -57,14 +58,12 @@ def benchmark_flags(tasks: list[str] | None, options: dict) -> str:
     return " ".join(flags)
 
 
-def serve_prefix(spec: str, serve: dict | None) -> str:
-    """`amd serve-run ... --` in front of `amd run` for a model the job serves itself with vLLM."""
-    if not serve:
-        return ""
-    parts = ["amd serve-run", f"--model {quoted(spec.removeprefix('vllm:'))}"]
+def serve_flags(spec: str, serve: dict) -> str:
+    """`amd serve` flags for a model the workflow serves with vLLM (rules/serve.smk)."""
+    parts = [f"--model {quoted(spec.removeprefix('vllm:'))}", f"--gpus {serve.get('gpus', 1)}"]
     if serve.get("args"):
         parts.append(f"--serve-args {quoted(' '.join(serve['args']))}")
-    return " ".join(parts) + " -- "
+    return " ".join(parts)
 
 
 def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, delta: dict, split_seed: int | None,

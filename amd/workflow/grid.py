@@ -27,6 +27,7 @@ from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
 from amd.workflow.config import ConfigError, validate_config
 from amd.workflow.named import makers, own_experiments, refusal
+from amd.workflow.servers import ServerPlan, server_agent, solo_server
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -272,18 +273,24 @@ class Grid:
     def run_args(self, name: str, benchmark: str) -> str:
         """`amd run` settings, the benchmark's over the config's and the agent's own over both; the oracle samples
         nothing."""
+        return args.run_flags(self.run_settings(name, benchmark), samples=self.samples(self.agent(name)))
+
+    def run_settings(self, name: str, benchmark: str) -> dict:
         entry = self.agent(name)
-        settings = (self.config["run"] | self.harness(benchmark, "run")
-                    | {key: value for key, value in entry.items() if key in args.RUN_FLAGS})
-        return args.run_flags(settings, samples=self.samples(entry))
+        return (self.config["run"] | self.harness(benchmark, "run")
+                | {key: value for key, value in entry.items() if key in args.RUN_FLAGS})
 
     @staticmethod
     def samples(entry: dict) -> bool:
         return not (entry["spec"] in AGENTS.names() and not AGENTS.load(entry["spec"]).needs_model)
 
-    def serve_prefix(self, name: str) -> str:
-        entry = self.agent(name)
-        return args.serve_prefix(entry["spec"], entry.get("serve"))
+    def concurrency(self, name: str, benchmark: str) -> int:
+        """Tasks an agent's run of the benchmark keeps in flight."""
+        return self.run_settings(name, benchmark).get("concurrency", 1)
+
+    def launch(self, name: str) -> str:
+        """What goes before a job's command and its server file (`server_file`): serve-run for a served agent."""
+        return args.SERVED_LAUNCH if "serve" in self.writer(name) else ""
 
     def agent_benchmark(self, agent: str | None, benchmark: str) -> dict:
         """An agent's own tasks and options for a benchmark (its `benchmarks` entry), if any."""
@@ -339,8 +346,7 @@ class Grid:
         return args.writer_flags(entry, served="serve" in entry)
 
     def writer_launch(self, wildcards) -> str:
-        entry = self.writer(wildcards.writer)
-        return args.serve_prefix(entry["spec"], entry.get("serve"))
+        return self.launch(wildcards.writer)
 
     def embedder_args(self, wildcards) -> str:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
@@ -401,11 +407,41 @@ class Grid:
         """A model writer on the embedded llama.cpp server takes a `local_llm` slot."""
         return _uses(self.writer(wildcards.writer)["spec"], "local:")
 
-    def writer_gpus(self, wildcards) -> int:
-        return self.writer(wildcards.writer).get("serve", {}).get("gpus", 1)
+    # ---- model servers (amd.workflow.servers) -------------------------------------------------------------
 
-    def serve_gpus(self, wildcards) -> int:
-        return self.acting_agent(wildcards).get("serve", {}).get("gpus", 1)
+    @functools.cached_property
+    def servers(self) -> ServerPlan:
+        return ServerPlan(self)
+
+    def server_file(self, template: str, role: str):
+        """For a rule making `template` whose model is the `role` wildcard's: the server file (rules/serve.smk) of
+        a served job's batch, none for other jobs."""
+        def files(wildcards) -> list[str]:
+            server = self.server_name(template, role, wildcards)
+            return [layout.SERVER_URL.format(server=server)] if server else []
+        return files
+
+    def server_group(self, template: str, role: str):
+        """The Snakemake group of a served job: its server's (None for other jobs)."""
+        def group(wildcards) -> str | None:
+            server = self.server_name(template, role, wildcards)
+            return f"serve_{server}" if server else None
+        return group
+
+    def server_name(self, template: str, role: str, wildcards) -> str | None:
+        agent = wildcards[role]
+        if "serve" not in self.writer(agent):
+            return None
+        path = template.format(**dict(wildcards))
+        return self.servers.server_of.get(path) or solo_server(agent, path)
+
+    def server_args(self, wildcards) -> str:
+        """`amd serve` arguments of a server: its agent's model, GPUs and vLLM arguments."""
+        entry = self.agent(server_agent(wildcards.server))
+        return args.serve_flags(entry["spec"], entry["serve"])
+
+    def server_gpus(self, wildcards) -> int:
+        return self.agent(server_agent(wildcards.server))["serve"].get("gpus", 1)
 
 
 def _uses(spec, *prefixes) -> int:

@@ -5,15 +5,17 @@ Arguments are parsed by amd's own parser, so a rule that passes a flag `amd` doe
 `run`, `probe`, `memory build|pool` and `score` then write small but schema-valid outputs instead of working (an
 attacked run's records with a security verdict), and `table`,
 `figure` and `view` run the real analysis code (`view` without the bank: a fake bank holds no entries). Every call is appended (argv as JSON) to $FAKE_AMD_LOG when set; with
-$FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. Declared but
-unavailable benchmarks fail at once, as they do for real.
+$FAKE_AMD_RUN_SECONDS each `run` takes that long and logs its start and end to $FAKE_AMD_TIMES. A run of a served
+model asks its server for /models first and logs which server it reached. `serve` and `serve-run` are the real
+ones (with a stand-in `vllm`, tests/stand_in_vllm.py). Declared but unavailable benchmarks fail at once, as they do
+for real.
 """
 
 import json
 import os
-import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from amd.cli import build_parser
@@ -34,6 +36,11 @@ def trajectory(task_id, benchmark, spec, memory, success):
 
 def run(args):
     started = time.time()
+    if "@http" in args.agent:  # a served model: ask its server, as a real run would, and note which one answered
+        base_url = args.agent.split("@", 1)[1]
+        urllib.request.urlopen(f"{base_url}/models", timeout=10).read()
+        with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
+            handle.write(json.dumps({"served_run": args.out, "base_url": base_url, "start": started}) + "\n")
     if os.environ.get("FAKE_AMD_RUN_SECONDS"):
         time.sleep(float(os.environ["FAKE_AMD_RUN_SECONDS"]))
         with open(os.environ["FAKE_AMD_TIMES"], "a") as handle:
@@ -83,15 +90,7 @@ def view(args):
     return args.handler(args)
 
 
-def serve_run(args):
-    """Like `amd serve-run` without a server: note the GPUs the job was given, run the command."""
-    with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
-        handle.write(json.dumps({"serve_run": args.model, "gpus": os.environ.get("SLURM_GPUS_ON_NODE")}) + "\n")
-    command = args.served_command[1:] if args.served_command[:1] == ["--"] else args.served_command
-    return subprocess.call([part.replace("{base_url}", "http://127.0.0.1:9/v1") for part in command])
-
-
-FAKES = {"run": run, "probe": probe, "memory": memory, "score": score, "view": view, "serve-run": serve_run}
+FAKES = {"run": run, "probe": probe, "memory": memory, "score": score, "view": view}
 
 
 def main():

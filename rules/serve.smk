@@ -1,0 +1,25 @@
+# Model servers: one vLLM server per batch of a served agent's jobs (amd.workflow.servers), a service job that
+# lives while its batch runs and is terminated after the last job of it. A batch runs at once, as one group (one
+# SLURM job under profiles/slurm); each server takes GPUs of its own (`serve.gpus`, amd.devices).
+
+
+rule serve_model:
+    output:
+        service(layout.SERVER_URL),
+    log:
+        "results/logs/servers/{server}.log",
+    group:
+        lambda wc: f"serve_{wc.server}"
+    conda:
+        "../environment.yml"
+    threads: 0
+    resources:
+        gpu=grid.server_gpus,
+    params:
+        serve=grid.server_args,
+    message:
+        "model server {wildcards.server}"
+    shell:
+        # the file exists at once (the batch's jobs wait 5 s for their inputs), naming the process that `exec`
+        # turns into `amd serve` (amd.serve.STARTING)
+        "echo starting $$ > {output}; exec amd serve {params.serve} --url-file {output} > {log} 2>&1"

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""A stand-in `vllm` for workflow tests: `vllm serve MODEL ... --host H --port P` serves the scripted
+OpenAI-compatible server (tests/scripted_server.py) on that port until SIGTERM, and appends its life to
+$STAND_IN_VLLM_LOG (JSON lines: start and stop, its model, pid and the CUDA_VISIBLE_DEVICES it was given).
+
+Its replies: with $STAND_IN_VLLM_BFCL_TASKS (comma-separated BFCL task ids), those tasks' ground-truth calls
+replayed (tests/replay_model.py), the same reply for the same request whatever else the server serves; else an echo.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scripted_server import ScriptedServer, echo_last_user
+
+
+def log(event: str, model: str) -> None:
+    entry = {"event": event, "model": model, "pid": os.getpid(), "time": time.time(),
+             "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    with open(os.environ.get("STAND_IN_VLLM_LOG", os.devnull), "a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def replies():
+    tasks = os.environ.get("STAND_IN_VLLM_BFCL_TASKS")
+    if not tasks:
+        return echo_last_user
+    from replay_model import ground_truth_answers, replay_model
+
+    return replay_model(ground_truth_answers(tasks.split(",")))
+
+
+def main(argv: list[str]) -> None:
+    assert argv[0] == "serve", argv
+    model, port = argv[1], int(argv[argv.index("--port") + 1])
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with ScriptedServer(replies(), model=model, port=port, cached_tokens=0):
+        log("start", model)
+        stopped.wait()
+    log("stop", model)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
