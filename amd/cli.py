@@ -10,12 +10,14 @@
 """
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import sys
 
 from amd.errors import AmdError
+from amd.files import DISK_FULL, sole_writer
 from amd.registry import AGENTS, BENCHMARKS
 from amd.vocabulary import (
     PREFER_TEACHER,
@@ -39,16 +41,36 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return int(args.handler(args) or 0)
+        with contextlib.ExitStack() as held:
+            for output in outputs(args):
+                held.enter_context(sole_writer(output, command_name(args)))
+            return int(args.handler(args) or 0)
     except AmdError as exc:
         print(f"amd: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader closed the pipe (`amd memory show BANK | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        print(f"amd: error: {exc.filename or 'an output'}: {exc.strerror}; what was written before is kept: free "
+              "space and rerun the same command", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def outputs(args) -> list[str]:
+    """What a command writes, each held by one writer at a time: its --out (one path, or several), and score's
+    --json."""
+    named = [getattr(args, "out", None), getattr(args, "json", None)]
+    return sorted({path for value in named if value for path in ([value] if isinstance(value, str) else value)})
+
+
+def command_name(args) -> str:
+    return " ".join(["amd", args.command, *([args.memory_command] if getattr(args, "memory_command", None) else [])])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,12 +1,22 @@
-"""File helpers used across amd: a streamed sha256, and writing a file so that readers never see half of it."""
+"""File helpers used across amd: a streamed sha256, writing a file so that readers never see half of it, and one
+writer per output."""
 
 import contextlib
+import datetime
+import errno
 import hashlib
+import json
 import os
+import socket
 import tempfile
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
+from amd.errors import AmdError
+
 CHUNK = 8 << 20
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # an OSError that says the disk (or the user's quota) is full
 
 
 def sha256_file(path) -> str:
@@ -32,5 +42,43 @@ def atomic_file(path, mode: str = "w", durable: bool = True):
                 os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as error:
+        error.filename = error.filename or str(path)  # a failed write names no file of its own
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def sole_writer(path, command: str):
+    """Hold the lock that makes this process the only writer of `path` for the body; a second writer is refused
+    at once, naming the holder.
+
+    The lock is an flock on PATH.lock (filelock), so the kernel releases it when its holder ends, however it ends:
+    a stale lock of a dead process is simply free. The holder names itself (pid, host, command, start time) in
+    PATH.lock.holder, read only to explain a refusal."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{path}.lock", timeout=0)
+    holder = Path(f"{path}.lock.holder")
+    try:
+        lock.acquire()
+    except Timeout:
+        raise AmdError(f"{path} is being written by another process ({_describe_holder(holder)}); wait for it to "
+                       "end or stop it: two writers of one output would duplicate or mix its contents") from None
+    try:
+        with atomic_file(holder, durable=False) as handle:
+            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                       "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}, handle)
+        yield
+    finally:
+        holder.unlink(missing_ok=True)
+        lock.release()
+
+
+def _describe_holder(holder: Path) -> str:
+    try:
+        who = json.loads(holder.read_text(encoding="utf-8"))
+        return f"`{who['command']}`, pid {who['pid']} on {who['host']}, since {who['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "it has not named itself yet"

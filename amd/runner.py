@@ -22,7 +22,8 @@ from amd.agent.hooks import RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import close_episode
 from amd.errors import AmdError
-from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_trajectories, rewrite_sorted
+from amd.files import DISK_FULL
+from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_run, rewrite_sorted
 from amd.score import write_expected_tasks
 
 log = logging.getLogger("amd.run")
@@ -45,6 +46,7 @@ class RunSummary:
     finished: int = 0
     skipped: int = 0
     crashed: list[str] = field(default_factory=list)
+    disk_full: OSError | None = None  # what stopped the run: no task can be written
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
@@ -52,8 +54,10 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     finished_records = _finished_records(spec, out_path)
     done = {record["task_id"] for record in finished_records}
-    write_expected_tasks(out_path, spec.benchmark.name, task_ids)
     todo = [task_id for task_id in task_ids if task_id not in done]
+    if todo:
+        spec.benchmark.check_runnable()
+    write_expected_tasks(out_path, spec.benchmark.name, task_ids)
     summary = RunSummary(skipped=len(task_ids) - len(todo))
     if summary.skipped:
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
@@ -94,6 +98,11 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         bar.close()
         if spec.memory is not None:
             spec.memory.run_end()
+    if summary.disk_full is not None:
+        error = summary.disk_full
+        raise AmdError(f"{error.filename or out_path}: {error.strerror}; the run stopped there, keeping the "
+                       f"{summary.skipped + summary.finished} tasks written: free space and rerun the same command "
+                       "to resume")
     if not summary.crashed:
         _rewrite_in_task_order(out_path, task_ids)
     return summary
@@ -111,6 +120,8 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
+            if summary.disk_full is not None and queue:
+                queue.clear()  # no task could be written: stop at once
             if stop_at_crash and summary.crashed and queue:
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
@@ -142,8 +153,11 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
     if error is None:
         summary.finished += 1
         return
-    # A task that crashed is not written: rerunning the command retries it. The run goes on.
+    # A task that crashed is not written: rerunning the command retries it. The run goes on, unless the disk is full.
     summary.crashed.append(task_id)
+    if isinstance(error, OSError) and error.errno in DISK_FULL:
+        summary.disk_full = summary.disk_full or error
+        return
     detail = "".join(traceback.format_exception(error))
     log.error("task %s crashed and was not written; rerun to retry it:\n%s", task_id, detail)
 
@@ -151,8 +165,11 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
 def _finished_records(spec: RunSpec, out_path) -> list[dict]:
     if not Path(out_path).exists():
         return []
-    drop_truncated_tail(out_path)
-    records = read_trajectories(out_path)
+    dropped = drop_truncated_tail(out_path)
+    if dropped:
+        log.warning("%s: dropped its unterminated last line (%d bytes), a record cut off mid-write; that task runs "
+                    "again", out_path, dropped)
+    records = read_run(out_path)
     for record in records:
         for key, expected in (("agent", spec.agent_info), ("memory", spec.memory_info)):
             if record[key] != expected:

@@ -6,6 +6,7 @@ methods add to it (their specs' `record_fields`); this module reads, validates a
 
 import json
 import os
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -54,39 +55,96 @@ def read_trajectories(path) -> list[dict]:
     if not path.exists():
         raise AmdError(f"{path}: no such trajectory file")
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
-        records.append(validate(record, where=f"{path}:{number}"))
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decoded(raw, path, number)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
+            records.append(validate(record, where=f"{path}:{number}"))
     return records
 
 
+def _decoded(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AmdError(f"{path}:{number}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                       "a trajectory file is JSON lines in UTF-8") from None
+
+
+def read_run(path) -> list[dict]:
+    """The records of one run's file (read_trajectories), refused when they are not one run: a task written twice,
+    or the records of several runs (another agent, memory setting or benchmark), as two writers of one file leave."""
+    records = read_trajectories(path)
+    runs = Counter(json.dumps([r["benchmark"], r["agent"], r["memory"]], sort_keys=True) for r in records)
+    if len(runs) > 1:
+        described = "; ".join(f"{_run_name(json.loads(run))}: {count} tasks"
+                              for run, count in runs.most_common())
+        raise AmdError(f"{path}: holds the records of {len(runs)} different runs ({described}); one file holds one "
+                       "run: rerun each into its own --out")
+    repeated = [task for task, count in Counter(r["task_id"] for r in records).items() if count > 1]
+    if repeated:
+        shown = ", ".join(repeated[:5]) + (f" and {len(repeated) - 5} more" if len(repeated) > 5 else "")
+        raise AmdError(f"{path}: {len(repeated)} tasks are written more than once ({shown}); a run writes each "
+                       "task once: rerun into a fresh --out")
+    return records
+
+
+def _run_name(run: list) -> str:
+    benchmark, agent, memory = run
+    return f"{benchmark}, agent {agent['spec']}, memory {memory.get('config')}"
+
+
 def append_durably(path, record: dict) -> None:
-    """Append one validated record and make it durable before returning."""
+    """Append one validated record and make it durable before returning. A write that fails part way (a full disk)
+    is cut back off, so the file keeps only whole lines."""
     validate(record)
-    line = json.dumps(record, ensure_ascii=False) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    line = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    with open(path, "ab", buffering=0) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        try:
+            while line:
+                line = line[handle.write(line):]
+            os.fsync(handle.fileno())
+        except OSError:
+            handle.truncate(size)
+            raise
 
 
-def drop_truncated_tail(path) -> None:
-    """Cut a partial last line (left by a killed writer) so appends start on a fresh line."""
+def drop_truncated_tail(path) -> int:
+    """Cut a partial last line (left by a killed writer) so appends start on a fresh line; the bytes cut."""
     path = Path(path)
     if not path.exists():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as handle:
-            handle.truncate(cut)
-            handle.flush()
-            os.fsync(handle.fileno())
+        return 0
+    with open(path, "r+b") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        cut = _last_line_start(handle, end)
+        if cut == end:
+            return 0
+        handle.truncate(cut)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return end - cut
+
+
+def _last_line_start(handle, end: int, block: int = 1 << 16) -> int:
+    """Where the bytes after the file's last newline begin (`end` when it ends with one), reading from the end."""
+    position = end
+    while position > 0:
+        start = max(0, position - block)
+        handle.seek(start)
+        chunk = handle.read(position - start)
+        if position == end and chunk.endswith(b"\n"):
+            return end
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
 
 
 def rewrite_sorted(path, sort_key) -> None:

@@ -11,7 +11,7 @@ from amd.benchmarks.base import counted_success
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.files import atomic_file
-from amd.schema import read_trajectories
+from amd.schema import read_run
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
            "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
@@ -61,7 +61,7 @@ def run_metrics(records: list[dict], expected: list[str] | None = None) -> dict:
 
 
 def summarize(path) -> dict:
-    records = read_trajectories(path)
+    records = read_run(path)
     try:
         metrics = run_metrics(records, expected_tasks(path))
     except AmdError as error:
@@ -99,7 +99,7 @@ def recheck(path) -> list[str]:
 
     benchmarks, mismatched = {}, []
     try:
-        for record in read_trajectories(path):
+        for record in read_run(path):
             name = record["benchmark"]
             benchmark = benchmarks.get(name) or benchmarks.setdefault(name, create_benchmark(name))
             verdict = counted_success(benchmark.rescore(record), record["status"],

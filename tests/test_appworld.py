@@ -24,9 +24,9 @@ from scripted_server import ScriptedServer
 
 from amd.agent.agents import ModelAgent, OracleAgent
 from amd.agent.loop import Limits
+from amd.benchmarks import processes
 from amd.benchmarks.appworld import AppWorld, failing_calls
 from amd.benchmarks.appworld_server import AppWorldVenv
-from amd.benchmarks.processes import confinement_mode
 from amd.llm import open_model
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
@@ -39,6 +39,17 @@ CHILD = "appworld_child.py"
 LOGIN = ('passwords = {p["account_name"]: p["password"] for p in apis.supervisor.show_account_passwords()}\n'
          'email = apis.supervisor.show_profile()["email"]\n'
          'token = apis.venmo.login(username=email, password=passwords["venmo"])["access_token"]\n')
+
+
+@pytest.fixture(scope="module", autouse=True)
+def named_confinement():
+    """Without bubblewrap, AppWorld runs only under a confinement mode the user names (amd.benchmarks.processes):
+    these tests name the strongest there is, as such a user would (the code AppWorld runs is their own script).
+    The secrets test runs as a user who names none."""
+    with pytest.MonkeyPatch.context() as patch:
+        if processes._unavailable("bwrap") is not None:
+            patch.setenv(processes.MODE_VARIABLE, processes.confinement_mode())
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -340,12 +351,22 @@ def test_a_step_that_hunts_for_secrets_finds_none_and_the_key_is_in_no_file_the_
     listener = socket.create_server(("0.0.0.0", 0))
     addresses = [(ip, listener.getsockname()[1]) for ip in ["127.0.0.1", *other_addresses()]]
     out, cache = tmp_path / "run.jsonl", tmp_path / "cache"
-    env = os.environ | {"AMD_CACHE_DIR": str(cache), "OPENAI_API_KEY": canary, "AWS_SECRET_ACCESS_KEY": canary}
+    env = {name: value for name, value in os.environ.items() if name != processes.MODE_VARIABLE}  # auto: the default
+    env |= {"AMD_CACHE_DIR": str(cache), "OPENAI_API_KEY": canary, "AWS_SECRET_ACCESS_KEY": canary}
     with listener, ScriptedServer(coder({BALANCE: snoop_then_solve(secret, outside, addresses, venv.python)})) as server:
         done = subprocess.run([sys.executable, "-m", "amd.cli", "run", "appworld", "--agent",
                                f"vllm:student@{server.url}", "--benchmark-option", f"root={root}", "--tasks",
                                "b41a9ce_1", "--out", str(out), "--max-retries", "0", "--no-progress"],
                               env=env, capture_output=True, text=True, timeout=600, check=False)
+        asked = server.chat_requests()
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and path != secret]
+    assert [path for path in written if canary.encode() in path.read_bytes()] == []
+    if processes._unavailable("bwrap") is not None:
+        # files cannot be confined here: the run is refused in one line before the model writes any code
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert "amd: error: AppWorld runs the code its model writes, and its files cannot be confined" in done.stderr
+        assert f"{processes.MODE_VARIABLE}=" in done.stderr and asked == [] and not out.exists()
+        return
     assert done.returncode == 0, done.stderr[-3000:]
     (record,) = read_trajectories(out)
     assert record["success"]  # confined, AppWorld still does its work
@@ -355,13 +376,10 @@ def test_a_step_that_hunts_for_secrets_finds_none_and_the_key_is_in_no_file_the_
                                                  "APPWORLD_ROOT", "APPWORLD_CACHE"}
     spawned = json.loads(spawn)
     assert "OPENAI_API_KEY" not in spawned["env"]
-    if confinement_mode() == "bwrap":
-        assert "FileNotFoundError" in read and spawned["read"].startswith("refused")
-        assert spawned["write"].startswith("refused") and not outside.exists()
-        assert all(result.startswith("refused") for result in spawned["connect"])
-    written = [path for path in tmp_path.rglob("*") if path.is_file() and path != secret]
+    assert "FileNotFoundError" in read and spawned["read"].startswith("refused")
+    assert spawned["write"].startswith("refused") and not outside.exists()
+    assert all(result.startswith("refused") for result in spawned["connect"])
     assert out in written and any(cache in path.parents for path in written)
-    assert [path for path in written if canary.encode() in path.read_bytes()] == []
 
 
 def eval_free_keys(printed_dict: str) -> list[str]:

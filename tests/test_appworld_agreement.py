@@ -21,6 +21,7 @@ from test_appworld import (  # noqa: F401 - the fixtures: their session's genera
     code,
     coder,
     err_then_recover,
+    named_confinement,
     root,
     run,
     send_the_wrong_amount,

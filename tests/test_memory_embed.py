@@ -96,7 +96,7 @@ def test_cache_is_safe_for_concurrent_processes(tmp_path):
         for round_ in range(10):
             path, start_at = tmp_path / f"vectors{round_}.sqlite", time.time() + 0.3
             pool.starmap(_write_from_process, [(path, index, start_at) for index in range(8)])
-            found = VectorCache(path).get_many([cache_key("p", str(i)) for i in range(200)])
+            found = VectorCache(path).get_many([cache_key("p", str(i)) for i in range(200)], 3)
             assert len(found) == 200 and found[cache_key("p", "137")][0] == 137
 
 

@@ -85,8 +85,12 @@ def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_
 
 
 def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
+    """In a bank built before checksums (a bank that has them refuses the changed file first: test_reliability)."""
     broken = tmp_path / "bank"
     shutil.copytree(bank, broken)
+    manifest = json.loads((broken / "manifest.json").read_text())
+    del manifest["files"]
+    (broken / "manifest.json").write_text(json.dumps(manifest))
     lines = (broken / "subtask.jsonl").read_text().splitlines()
     lines[2] = lines[2][: len(lines[2]) // 2]
     (broken / "subtask.jsonl").write_text("\n".join(lines) + "\n")

@@ -8,7 +8,7 @@ from amd.analysis.layout import describe_run
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.registry import load_target
-from amd.schema import read_trajectories
+from amd.schema import read_run
 from amd.score import expected_tasks, run_metrics
 from amd.vocabulary import bank_settings, run_method
 
@@ -30,7 +30,7 @@ def model_name(record: dict) -> str:
 
 def summarize_run(path) -> dict:
     """One row: the run's cell plus success rate (%), mean steps, token totals over its tasks and its cost."""
-    records = read_trajectories(path)
+    records = read_run(path)
     if not records:
         raise AmdError(f"{path}: run file has no tasks")
     metrics = run_metrics(records, expected_tasks(path))

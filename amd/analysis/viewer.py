@@ -19,7 +19,7 @@ from importlib.resources import files
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.registry import load_target
-from amd.schema import read_trajectories
+from amd.schema import read_run
 from amd.vocabulary import ZERO_SHOT, run_method
 
 TEMPLATES = files("amd.page_templates")
@@ -76,7 +76,7 @@ def _sha256(text: str) -> str:
 
 
 def _run(path, role: str) -> dict:
-    records = read_trajectories(path)
+    records = read_run(path)
     if not records:
         raise AmdError(f"{path}: run file has no tasks")
     memory = records[0]["memory"]

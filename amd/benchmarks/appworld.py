@@ -30,7 +30,7 @@ from pathlib import Path
 
 from amd.benchmarks.appworld_harness import DEFAULT_HARNESS, AppWorldHarness, cut_output, harness_from_options
 from amd.benchmarks.appworld_harness import OPTIONS as HARNESS_OPTIONS
-from amd.benchmarks.appworld_server import VERSION, AppWorldServer, AppWorldVenv
+from amd.benchmarks.appworld_server import MODEL_CODE_RUNNER, VERSION, AppWorldServer, AppWorldVenv
 from amd.benchmarks.base import (
     CODE,
     BenchmarkDefaults,
@@ -40,7 +40,7 @@ from amd.benchmarks.base import (
     StepOutcome,
     Verdict,
 )
-from amd.benchmarks.processes import ProcessPool
+from amd.benchmarks.processes import ProcessPool, require_confined_files
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
 from amd.prompts import load_prompt
@@ -77,6 +77,10 @@ class AppWorld(BenchmarkDefaults):
         harness = self.harness.describe()
         return {"package": f"appworld=={VERSION}", "sha256": _tasks_sha256(self.data, self.dataset, self._ids),
                 "dataset": self.dataset, **({"harness": harness} if harness else {})}
+
+    def check_runnable(self) -> None:
+        AppWorldVenv().check()
+        require_confined_files(MODEL_CODE_RUNNER)
 
     def start(self, task_id: str) -> "AppWorldEpisode":
         if self._pool is None:

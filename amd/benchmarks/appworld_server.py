@@ -26,6 +26,7 @@ INSTALLED_STAMP = ".amd-installed"  # written by `make appworld-venv` once AppWo
 STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0  # AppWorld itself stops a code block after 100 s; evaluation can take longer
 LOG_TAIL_CHARS = 2000
+MODEL_CODE_RUNNER = "AppWorld"  # its servers run the code the agent writes (amd.benchmarks.processes)
 
 
 class AppWorldVenv:
@@ -55,7 +56,8 @@ class AppWorldServer:
         box = Confinement(readable=(venv.path, venv.python.resolve().parents[1], CHILD, root,
                                     (root / "data").resolve()),
                           writable=(root / "experiments",),
-                          variables={"APPWORLD_ROOT": str(root), "APPWORLD_CACHE": str(venv.cache)})
+                          variables={"APPWORLD_ROOT": str(root), "APPWORLD_CACHE": str(venv.cache)},
+                          model_code=MODEL_CODE_RUNNER)
         try:
             with open(self.log_path, "wb") as log:
                 # -I: isolated; the child's folder (amd's own appworld.py) must not shadow the package

@@ -132,13 +132,17 @@ class Benchmark(Protocol):
 
     step_limit_scored: bool  # its harness checks an episode cut off by the step cap as it stands (counted_success)
 
+    def check_runnable(self) -> None:
+        """Raise AmdError, naming what is missing, when this machine cannot run its tasks (before a run's first)."""
+
     def close(self) -> None:
         """Stop what the benchmark started (worker processes, servers); called when a run or build is done."""
 
 
 class BenchmarkDefaults:
     """Defaults for the parts of the protocol a benchmark may not need: every task is its own group, a dotted
-    call name `app.function` names its app, re-scoring is not offered and there is nothing to stop."""
+    call name `app.function` names its app, re-scoring is not offered, any machine can run it and there is
+    nothing to stop."""
 
     name = "benchmark"
     step_limit_scored = False
@@ -156,6 +160,9 @@ class BenchmarkDefaults:
     def record_step_limit_scored(self, record: dict) -> bool:
         """`step_limit_scored` for a stored record (a benchmark whose harness option changes it says so here)."""
         return self.step_limit_scored
+
+    def check_runnable(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -17,6 +17,10 @@ It runs under the strongest confinement the machine allows, or the one AMD_CONFI
 - `none`: the minimal environment and the limits only.
 A socket amd has bound to 127.0.0.1 can be handed over and keeps serving from inside the network namespace.
 
+A process that runs code a model wrote (AppWorld's servers: `Confinement.model_code`) starts only with its files
+confined (`bwrap`). Where bubblewrap cannot run, `auto` refuses it, naming why; the user who accepts that such code
+reads what their account can names a weaker mode in AMD_CONFINEMENT, and amd then runs it with a warning.
+
 Resource limits (util-linux `prlimit`) apply in every mode: CPU seconds per process, address space, processes.
 The lifeline: the process reads the pipe whose descriptor AMD_LIFELINE_FD names and exits at its end of file;
 amd holds the only write end, so the process ends with the run, whatever ends the run (SIGKILL included).
@@ -67,6 +71,7 @@ class Confinement:
     writable: tuple[Path, ...] = ()
     variables: Mapping[str, str] = field(default_factory=dict)
     network: bool = False
+    model_code: str = ""  # what runs code a model wrote in it (e.g. "AppWorld"): its files must be confined
 
 
 def confinement_mode() -> str:
@@ -93,6 +98,26 @@ def _available_mode(wanted: str) -> str:
     raise AssertionError("mode none is always available")
 
 
+def require_confined_files(runner: str) -> None:
+    """Refuse, in one line, to run code a model wrote where its files cannot be confined, unless the user named a
+    weaker mode in AMD_CONFINEMENT (then warn). `runner` names what runs the code."""
+    mode = confinement_mode()
+    if mode == "bwrap":
+        return
+    if os.environ.get(MODE_VARIABLE, "auto") != "auto":
+        _warn_unconfined(runner, mode)
+        return
+    raise AmdError(f"{runner} runs the code its model writes, and its files cannot be confined here "
+                   f"({_unavailable('bwrap')}): that code could read any file you can (keys, tokens) into the "
+                   f"trajectory. Install bubblewrap, or run it unconfined knowingly with {MODE_VARIABLE}={mode}")
+
+
+@functools.cache
+def _warn_unconfined(runner: str, mode: str) -> None:
+    log.warning("%s runs the code its model writes under confinement %r, as %s names: that code can read and "
+                "write what amd's user can", runner, mode, MODE_VARIABLE)
+
+
 def _unavailable(mode: str) -> str | None:
     """Why `mode` cannot run here (a trial run of `true` under it failed), or None."""
     if mode == "none":
@@ -111,6 +136,8 @@ class ConfinedProcess:
     """One benchmark process, started under `confinement_mode()`; `stop()` ends it (once)."""
 
     def __init__(self, argv: list[str], box: Confinement, *, pass_fds: tuple[int, ...] = (), **popen):
+        if box.model_code:
+            require_confined_files(box.model_code)
         self.mode = confinement_mode()
         self._host_home = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="amd-home-"))
         home = Path(PRIVATE_HOME) if self._host_home is None else self._host_home

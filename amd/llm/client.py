@@ -147,7 +147,13 @@ class ChatModel:
 
     def _cached(self, key: str) -> ChatReply | None:
         stored = self._cache.get(key) if self._cache else None
-        return ChatReply(**stored, cached=True, requests=0) if stored is not None else None
+        if stored is None:
+            return None
+        why = _unstorable(stored)
+        if why:
+            self._cache.discard(key, why)
+            return None
+        return ChatReply(**stored, cached=True, requests=0)
 
     def _request_body(self, messages, tools, sampling: dict, response_format: dict | None = None) -> bytes:
         """The request's JSON, written as the SDK would write it, with the tool docs (most of a BFCL request)
@@ -236,6 +242,22 @@ def _storable(reply: ChatReply) -> dict:
     for transient in ("cached", "requests", "error"):
         stored.pop(transient)
     return stored
+
+
+STORED_TYPES = {"text": str, "tool_calls": list, "prompt_tokens": int, "completion_tokens": int,
+                "cached_prompt_tokens": int, "finish_reason": (str, type(None))}
+
+
+def _unstorable(stored: dict) -> str | None:
+    """Why a cached reply is not one `_storable` writes (older files may lack the fields added since), or None."""
+    extra = set(stored) - set(STORED_TYPES)
+    if extra or "text" not in stored:
+        return f"fields {sorted(stored)}, expected {sorted(STORED_TYPES)}"
+    wrong = [name for name, value in stored.items() if not isinstance(value, STORED_TYPES[name])
+             or isinstance(value, bool) or name == "tool_calls" and not all(
+                 isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str)
+                 for call in value)]
+    return f"field {wrong[0]} of the wrong type" if wrong else None
 
 
 def _short(text: str, limit: int = 300) -> str:

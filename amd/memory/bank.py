@@ -1,17 +1,21 @@
 """A memory bank on disk, whatever method wrote it, and vector search over it.
 
     DIR/manifest.json      method (name, version), writer, embedder, dim, sources (sha256), task ids and groups,
-                           types and counts, plus what the method adds (audit, representation, ...)
+                           types and counts, the sha256 of each file below (`files`), plus what the method adds
+                           (audit, representation, ...)
     DIR/TYPE.jsonl         one entry per line: id, type, source_task_id, source_group, and the method's fields
                            (a bank pooled from several teachers adds source_teacher: amd.memory.pool)
     DIR/TYPE.faiss         faiss IndexFlatIP over the L2-normalized embeddings of each entry's embedded field,
                            row = line, so scores are cosine similarities
 
-A bank is written to DIR.tmp and renamed into place: a crash never leaves a half-written bank at DIR.
+A bank is written to DIR.tmp and renamed into place: a crash never leaves a half-written bank at DIR. Opening it
+checks every file against its checksum and every index against the manifest's dimension, so a changed, damaged or
+swapped file is refused, never read as memory. A bank built before the checksums is opened with a warning.
 """
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections import Counter
@@ -22,9 +26,11 @@ import faiss
 import numpy as np
 
 from amd.errors import AmdError
+from amd.files import sha256_file
 from amd.memory.protocols import NOTHING, SOURCE_FIELDS, Exclusion
 
 BANK_SCHEMA = "amd.memory_bank/2"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,6 +52,7 @@ def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[st
         with open(tmp / f"{type_name}.jsonl", "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
         faiss.write_index(flat_index(vectors[type_name], manifest["dim"]), str(tmp / f"{type_name}.faiss"))
+    manifest["files"] = {path.name: sha256_file(path) for path in sorted(tmp.iterdir())}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
@@ -125,32 +132,78 @@ def load_bank(bank_dir) -> Bank:
     if not manifest_path.exists():
         raise AmdError(f"{path}: not a memory bank (no manifest.json); build one with `amd memory build`")
     manifest_bytes = manifest_path.read_bytes()
-    manifest = _parse_json(manifest_bytes.decode("utf-8", "replace"), manifest_path, 1)
-    if manifest.get("schema") != BANK_SCHEMA:
-        raise AmdError(f"{path}: bank schema {manifest.get('schema')!r}, expected {BANK_SCHEMA!r}; rebuild it")
-    entries = {t: _read_entries(path / f"{t}.jsonl") for t in manifest["types"]}
-    indexes = {t: _read_index(path / f"{t}.faiss") for t in manifest["types"]}
+    manifest = _parse_json(manifest_bytes, manifest_path, 1, None)
+    if not isinstance(manifest, dict) or manifest.get("schema") != BANK_SCHEMA:
+        raise AmdError(f"{path}: bank schema {_schema(manifest)!r}, expected {BANK_SCHEMA!r}; rebuild it")
+    _check_files(path, manifest)
+    entries = {t: _read_entries(path / f"{t}.jsonl", manifest) for t in manifest["types"]}
+    indexes = {t: _read_index(path / f"{t}.faiss", manifest) for t in manifest["types"]}
     for type_name, index in indexes.items():
         if index.ntotal != len(entries[type_name]):
-            raise AmdError(f"{path}: {type_name} has {len(entries[type_name])} entries but {index.ntotal} vectors")
+            raise AmdError(f"{path}: {type_name} has {len(entries[type_name])} entries but {index.ntotal} vectors; "
+                           f"{rebuild_hint(path, manifest)}")
     return Bank(path, manifest, hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes)
 
 
-def _read_index(path: Path):
+def rebuild_hint(path: Path, manifest: dict | None) -> str:
+    """How to make the bank at `path` again: the command that built it, as far as its manifest tells."""
+    if not manifest or "sources" not in manifest:
+        return "rebuild it with `amd memory build`, or delete it and rerun snakemake"
+    if "pool" in manifest:
+        members = manifest["pool"]["members"]
+        return (f"rebuild it: `amd memory pool --banks {' '.join(m['bank'] for m in members.values())} --teachers "
+                f"{' '.join(members)} --out {path}`, or delete it and rerun snakemake")
+    sources = " ".join(source["path"] for source in manifest["sources"])
+    return (f"rebuild it: `amd memory build --trajectories {sources} --method {manifest['method']['name']} --writer "
+            f"{manifest['writer']['spec']} --embedder {manifest['embedder']} --out {path}` (with its build options), "
+            "or delete it and rerun snakemake")
+
+
+def _schema(manifest) -> object:
+    return manifest.get("schema") if isinstance(manifest, dict) else None
+
+
+def _check_files(path: Path, manifest: dict) -> None:
+    """Every file of the bank holds what it held when the bank was written (the manifest's sha256 of each)."""
+    expected = manifest.get("files")
+    if expected is None:
+        log.warning("%s: built before banks carried checksums, so its files are not verified; %s", path,
+                    rebuild_hint(path, manifest))
+        return
+    needed = {f"{t}.{ext}" for t in manifest["types"] for ext in ("jsonl", "faiss")}
+    for name in sorted(needed | set(expected)):
+        file = path / name
+        if not file.exists():
+            raise AmdError(f"{file}: missing from the bank; {rebuild_hint(path, manifest)}")
+        if name not in expected or sha256_file(file) != expected[name]:
+            raise AmdError(f"{file}: not the file this bank was built with (its sha256 differs from the manifest's: "
+                           f"changed or damaged since); {rebuild_hint(path, manifest)}")
+
+
+def _read_index(path: Path, manifest: dict):
     if not path.exists():
-        raise AmdError(f"{path}: missing from the bank; rebuild it with `amd memory build`")
-    return faiss.read_index(str(path))
-
-
-def _read_entries(path: Path) -> list[dict]:
-    if not path.exists():
-        raise AmdError(f"{path}: missing from the bank; rebuild it with `amd memory build`")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [_parse_json(line, path, number) for number, line in enumerate(lines, start=1) if line.strip()]
-
-
-def _parse_json(text: str, path: Path, line: int):
+        raise AmdError(f"{path}: missing from the bank; {rebuild_hint(path.parent, manifest)}")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise AmdError(f"{path}:{line}: corrupt bank file ({error.msg}); rebuild it with `amd memory build`") from None
+        index = faiss.read_index(str(path))
+    except RuntimeError as error:
+        reason = str(error).strip().splitlines()[-1][:200] if str(error).strip() else "unreadable"
+        raise AmdError(f"{path}: not a readable FAISS index ({reason}); {rebuild_hint(path.parent, manifest)}") from None
+    if index.d != manifest["dim"]:
+        raise AmdError(f"{path}: {index.d}-dimensional vectors in a bank of {manifest['dim']} dimensions "
+                       f"({manifest['embedder']}); {rebuild_hint(path.parent, manifest)}")
+    return index
+
+
+def _read_entries(path: Path, manifest: dict) -> list[dict]:
+    if not path.exists():
+        raise AmdError(f"{path}: missing from the bank; {rebuild_hint(path.parent, manifest)}")
+    with open(path, "rb") as handle:
+        return [_parse_json(raw, path, number, manifest) for number, raw in enumerate(handle, start=1) if raw.strip()]
+
+
+def _parse_json(raw: bytes, path: Path, line: int, manifest: dict | None):
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        why = error.msg if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+        raise AmdError(f"{path}:{line}: corrupt bank file ({why}); {rebuild_hint(path.parent, manifest)}") from None

@@ -12,7 +12,7 @@ from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, check_options
 from amd.memory.writing import open_writer
 from amd.registry import create_benchmark, load_target
-from amd.schema import read_trajectories
+from amd.schema import read_run
 from amd.vocabulary import method_spec
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
@@ -30,6 +30,9 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     implementation = load_target(spec.implementation)()
     embedder = get_embedder(embedder_spec)
     sources, records = _read_sources(trajectory_paths)
+    if not records:
+        raise AmdError(f"no trajectories in {', '.join(map(str, trajectory_paths))}: a bank is distilled from a "
+                       "teacher's run; run the teacher first")
     groups = {record["task_id"]: record.get("task_group", record["task_id"]) for record in records}
     benchmarks = {}
 
@@ -70,7 +73,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
 def _read_sources(paths) -> tuple[list[dict], list[dict]]:
     sources, records = [], []
     for path in paths:
-        file_records = read_trajectories(path)
+        file_records = read_run(path)
         sources.append({"path": str(path), "sha256": sha256_file(path), "records": len(file_records),
                         "successful": sum(r["success"] is True for r in file_records)})
         records.extend(file_records)

@@ -7,14 +7,17 @@
 
 Vectors are L2-normalized float32. Local and OpenAI vectors are cached in one SQLite file under
 amd.paths.cache_dir("embeddings"), keyed by sha256(embedder spec + text); SQLite's locking (WAL mode) keeps the
-cache safe for concurrent processes.
+cache safe for concurrent processes. The cache heals: a damaged file is set aside and started afresh, a vector of
+the wrong size is a miss and replaced, a failed write is a warning; each is named in a warning.
 """
 
 import hashlib
+import logging
 import os
 import re
 import sqlite3
 import sys
+from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
@@ -22,6 +25,8 @@ from tqdm import tqdm
 
 from amd.errors import AmdError, did_you_mean
 from amd.paths import cache_dir
+
+log = logging.getLogger("amd.memory")
 
 
 class Embedder:
@@ -50,7 +55,7 @@ class Embedder:
         found = {key: memo[key] for key in keys if key in memo}
         store = VectorCache() if self.cacheable and len(found) < len(keys) else None
         if store:
-            found.update(store.get_many([key for key in keys if key not in found]))
+            found.update(store.get_many([key for key in keys if key not in found], self.dim))
         missing = [i for i, key in enumerate(keys) if key not in found]
         for i, key in enumerate(keys):
             if key in found:
@@ -90,29 +95,86 @@ class VectorCache:
 
     def __init__(self, path=None):
         self.path = path or cache_dir("embeddings") / "vectors.sqlite"
-        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.db = self._open(check=False)
+
+    def _open(self, check: bool) -> sqlite3.Connection:
+        """Connect, setting a damaged file aside first (`check`: read all of it to know; else its header tells)."""
         # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is locked" at once
         # (no busy wait) when two connections race for it; a lock file makes processes set the file up in turn.
         with FileLock(f"{self.path}.lock", timeout=60):
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+            try:
+                return self._connect(check)
+            except sqlite3.DatabaseError as error:
+                if not _damaged(error):
+                    raise
+                log.warning("embedding cache %s is damaged (%s): set aside as %s.damaged, its vectors are "
+                            "computed again", self.path, error, Path(self.path).name)
+                os.replace(self.path, f"{self.path}.damaged")
+                for journal in ("-wal", "-shm"):
+                    Path(f"{self.path}{journal}").unlink(missing_ok=True)
+                return self._connect(check=False)
 
-    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
-        found = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start: start + 500]
-            rows = self.db.execute(
-                f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-            found.update({key: np.frombuffer(blob, dtype=np.float32) for key, blob in rows})
+    def _connect(self, check: bool) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+            if check and db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("database disk image is malformed (quick_check)")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _healed(self, error: sqlite3.DatabaseError) -> None:
+        """After `error` from a query: a damaged file is set aside and a fresh one opened; anything else raises."""
+        if not _damaged(error):
+            raise error
+        self.db.close()
+        self.db = self._open(check=True)
+
+    def get_many(self, keys: list[str], dim: int) -> dict[str, np.ndarray]:
+        """The cached vectors of `keys` that have `dim` float32 values; any other is a miss (and named)."""
+        found, wrong = {}, 0
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start: start + 500]
+                rows = self.db.execute(
+                    f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+                for key, blob in rows:
+                    if isinstance(blob, bytes) and len(blob) == 4 * dim:
+                        found[key] = np.frombuffer(blob, dtype=np.float32)
+                    else:
+                        wrong += 1
+        except sqlite3.DatabaseError as error:
+            self._healed(error)
+            return {}
+        if wrong:
+            log.warning("embedding cache %s: %d vectors are not %d float32 values: computed again", self.path, wrong,
+                        dim)
         return found
 
     def close(self) -> None:
         self.db.close()
 
     def put_many(self, vectors: dict[str, np.ndarray]) -> None:
+        """Store vectors (replacing any of the same key); a failure to write is a warning: the vectors are in hand."""
         rows = [(key, np.asarray(v, dtype=np.float32).tobytes()) for key, v in vectors.items()]
-        with self.db:
-            self.db.executemany("INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)", rows)
+        try:
+            with self.db:
+                self.db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
+        except sqlite3.DatabaseError as error:
+            if _damaged(error):
+                self._healed(error)
+            else:
+                log.warning("cannot write the embedding cache %s (%s): the vectors are used, not cached", self.path,
+                            error)
+
+
+def _damaged(error: sqlite3.DatabaseError) -> bool:
+    """SQLite's answer for a file that is not a database or is corrupt (a full disk, a lock or a missing table
+    answer with OperationalError)."""
+    return not isinstance(error, (sqlite3.OperationalError, sqlite3.IntegrityError, sqlite3.InterfaceError))
 
 
 class HashEmbedder(Embedder):

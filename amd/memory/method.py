@@ -17,7 +17,7 @@ from typing import Protocol
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
-from amd.memory.bank import Bank, BankContents, load_bank
+from amd.memory.bank import Bank, BankContents, load_bank, rebuild_hint
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pooled_view
 from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
@@ -88,6 +88,9 @@ class BankHooks:
         self.bank, self.config, self.settings = bank, config, settings
         self.types = [t.name for t in config.types]
         self.embedder = get_embedder(bank.manifest["embedder"])
+        if self.embedder.dim != bank.manifest["dim"]:
+            raise AmdError(f"{bank.path}: {bank.manifest['dim']}-dimensional vectors, but its embedder "
+                           f"{self.embedder.spec} gives {self.embedder.dim}; {rebuild_hint(bank.path, bank.manifest)}")
         self.memory_side, self.pool = None, None
         if "pool" in bank.manifest or settings.prefer_teacher is not None:
             self.bank, self.pool = pooled_view(bank, settings.prefer_teacher)
@@ -160,6 +163,9 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
         return None
     spec = method_spec(config.method)
     bank = load_bank(bank_dir)
+    if not any(bank.entries.values()):
+        log.warning("%s holds no memory entries (none of its %d trajectories gave one): memory config %s injects "
+                    "nothing here", bank_dir, sum(s["records"] for s in bank.manifest.get("sources", [])), config_name)
     built_by = bank.manifest["method"]["name"]
     if built_by != config.method:
         raise AmdError(f"{bank_dir} was built by memory method {built_by!r}; config {config_name!r} needs a bank "

@@ -30,7 +30,7 @@ DEDUP_RULE = ("per task, the entries of one teacher: the first in the priority o
               "teacher first) that solved the task, else the first that has entries for it")
 AGREE = ("method", "embedder", "dim", "types", "benchmarks")  # what the members of a pool must share
 BUILT = {"schema", "amd_version", "method", "writer", "embedder", "dim", "sources", "agents", "benchmarks",
-         "task_ids", "task_groups", "solved_task_ids", "types", "counts"}  # every bank's own manifest fields
+         "task_ids", "task_groups", "solved_task_ids", "types", "counts", "files"}  # every bank's own manifest fields
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
