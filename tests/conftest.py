@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,14 @@ def _refuse_checkout_state(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_refuse_checkout_state)
+
+
+def pytest_configure(config):
+    """A cache for what runs before any test has its own (collection, module imports)."""
+    if "AMD_TEST_SHARED_CACHE" not in os.environ:
+        session_cache = tempfile.mkdtemp(prefix="amd-test-cache-")
+        os.environ["AMD_CACHE_DIR"] = session_cache
+        config.add_cleanup(lambda: shutil.rmtree(session_cache, ignore_errors=True))
 
 
 @pytest.fixture(scope="session", autouse=True)
