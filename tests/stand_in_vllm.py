@@ -4,7 +4,8 @@ OpenAI-compatible server (tests/scripted_server.py) on that port until SIGTERM, 
 $STAND_IN_VLLM_LOG (JSON lines: start and stop, its model, pid and the CUDA_VISIBLE_DEVICES it was given).
 
 Its replies: with $STAND_IN_VLLM_BFCL_TASKS (comma-separated BFCL task ids), those tasks' ground-truth calls
-replayed (tests/replay_model.py), the same reply for the same request whatever else the server serves; else an echo.
+replayed (tests/replay_model.py) and "Nothing to do." for any other task, the same reply for the same request
+whatever else the server serves; else an echo.
 """
 
 import json
@@ -33,7 +34,15 @@ def replies():
         return echo_last_user
     from replay_model import ground_truth_answers, replay_model
 
-    return replay_model(ground_truth_answers(tasks.split(",")))
+    replay = replay_model(ground_truth_answers(tasks.split(",")))
+
+    def respond(request):
+        try:
+            return replay(request)
+        except KeyError:  # a task it has no answers for: it does nothing (and fails the task)
+            return "Nothing to do."
+
+    return respond
 
 
 def main(argv: list[str]) -> None:

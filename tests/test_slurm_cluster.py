@@ -46,6 +46,9 @@ def _small_copy_of_slurm_profile(where: Path) -> Path:
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
         resources.update({"mem_mb": 200, "runtime": 5, "cpus_per_task": 1})
+    for rule, resources in profile["set-resources"].items():  # a server's group sums its jobs' CPUs: fit 2 cores
+        if rule.endswith("_served"):
+            resources["cpus_per_task"] = 0
     profile |= {"slurm-no-account": True, "slurm-status-command": "squeue",
                 "slurm-init-seconds-before-status-checks": 1, "jobs": 4}
     path = where / "profiles/slurm_small"

@@ -104,3 +104,34 @@ def test_the_paper_grid_shares_tens_of_servers_each_under_its_cap_never_with_a_j
 
     for path, server in plan.server_of.items():  # a batch runs at once: nothing in it waits for another of it
         assert all(plan.server_of.get(up) != server for up in upstream(path)), path
+
+
+def verdicts(where: Path, targets: list[str]) -> dict:
+    return {(path, record["task_id"]): record["success"] for path in targets
+            for record in map(json.loads, (where / path).read_text().splitlines())}
+
+
+def test_a_jobs_verdicts_do_not_depend_on_which_jobs_shared_its_server(tmp_path):
+    """Real `amd run`s of BFCL against the stand-in's scripted replies (right for one task, nothing done for the
+    other): two jobs of one student on one shared server, then each on a server of its own."""
+    where, env = make_workdir(tmp_path)
+    (where / "bin" / "amd").unlink()  # the real amd
+    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": "0,1",
+            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_BFCL_TASKS": "multi_turn_base_104"}
+    tasks = {"benchmarks": {"bfcl": {"tasks": ["multi_turn_base_104", "multi_turn_base_105"]}}}
+    seen = {}
+    for name, serve in (("shared", {}), ("own", {"max_in_flight": 1})):
+        config = served_grid(**serve)
+        config["students"] = {"s_a": config["students"]["s_a"] | tasks}
+        config["experiments"]["served"]["students"] = ["s_a"]
+        targets = run_paths(config)
+        for path in targets:
+            (where / path).unlink(missing_ok=True)
+        log = tmp_path / f"vllm-{name}.jsonl"
+        snakemake(where, env | {"STAND_IN_VLLM_LOG": str(log), "AMD_CACHE_DIR": str(tmp_path / f"cache-{name}")},
+                  *targets, "--cores", "2", "--resources", "gpu=2", "--configfile",
+                  overlay(where, f"{name}.yaml", config))
+        seen[name] = (len(lives(log)), verdicts(where, targets))
+    assert seen["shared"][0] == 1 and seen["own"][0] == 2
+    assert seen["shared"][1] == seen["own"][1]
+    assert sorted(seen["own"][1].values()) == [False, False, True, True]
