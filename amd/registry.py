@@ -134,6 +134,8 @@ OUTPUTS.add("security_pairs", "amd.analysis.paired:security_pairs", kind="table"
 OUTPUTS.add("table_multi_teacher", "amd.analysis.teachers:table_multi_teacher", kind="table")
 # Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
 OUTPUTS.add("probe_fit", "amd.analysis.teachers:probe_fit", kind="table")
+# What retrieval saw per memory type: queries that δ left with no entry, the similarities of what was injected.
+OUTPUTS.add("retrieval_delta", "amd.analysis.tables:retrieval_delta", kind="table")
 for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 

@@ -1,11 +1,13 @@
 """`amd score`: a readable table of success rate (with its 95 % Wilson interval: amd.analysis.stats), steps, tokens,
 requests, replies cut by the token limit and cost (tokens and US dollars, writer and user simulator included:
-amd.cost) per run file; optional official re-check."""
+amd.cost) per run file; under it, for a memory run, what its retrieval saw per memory type (amd.analysis.retrieval:
+the queries δ left with no entry, the injected similarities); optional official re-check."""
 
 import json
 import sys
 from pathlib import Path
 
+from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
 from amd.benchmarks.base import counted_success
 from amd.cost import run_cost
@@ -81,6 +83,8 @@ def summarize(path) -> dict:
         "mean_steps": round(metrics["mean_steps"], 2),
         **{key: metrics[key] for key in ("prompt_tokens", "completion_tokens", "model_requests", "cut_replies")},
         **cost_columns(run_cost(records, path)),
+        # per memory type: queries δ left with no entry, injected similarities ({} without memory)
+        "retrieval": {type_name: summary(item) for type_name, item in run_retrieval(records).items()},
     }
 
 
@@ -126,6 +130,10 @@ def score_from_args(args) -> int:
     for row in rows:
         for note in row["cost_notes"]:
             print(f"{row['file']}: cost: {note}")
+    for row in rows:
+        if row["retrieval"]:
+            print(f"{row['file']}: retrieval, per memory type (δ: the minimum similarity):")
+            print("\n".join(report_lines(row["retrieval"])))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=1)

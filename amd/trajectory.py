@@ -38,6 +38,13 @@ class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (rec
     query: NotRequired[str]
 
 
+class MemoryQuery(TypedDict):
+    type: str  # the memory type searched
+    query: str
+    found: int  # entries returned: at most k, each at or above δ
+    best: float | None  # the most similar visible entry's similarity, below δ alike (None: none visible)
+
+
 class Call(TypedDict):
     name: str
     arguments: dict
@@ -103,6 +110,7 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "instruction": str,
     "turns": list[Turn],
     "system_memory": NotRequired[list[InjectionRecord]],
+    "memory_queries": NotRequired[list[MemoryQuery]],  # every retrieval query of a memory run and what it saw
     "memory_details": NotRequired[dict],  # what memory decided at task start (e.g. a checked decomposition)
     "decoded_calls": list,
     "success": bool,

@@ -18,6 +18,7 @@ wildcard_constraints:
     memcfg=layout.NAME,
     protocol=layout.NAME,
     k=layout.NAME,
+    variant=layout.VARIANT,
     seed=r"[0-9]+",
     table=grid.output_names("table"),
     figure=grid.output_names("figure"),

@@ -8,6 +8,7 @@ import pytest
 
 from amd.analysis import figures, layout, paired, tables
 from amd.analysis.reference import load_reference, setting
+from amd.analysis.retrieval import TEXT_NOTE
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
 from amd.analysis.tables import AVG
@@ -43,7 +44,8 @@ def write_run(root: Path, path: str, outcomes, spec, memory="zero_shot", kind="m
     return str(full)
 
 
-BANK = {"teacher": "gpt5mini", "writer": "w", "embedder": "e", "representation": "amd", "protocol": "self_excluded"}
+BANK = {"teacher": "gpt5mini", "writer": "w", "embedder": "e", "representation": "amd", "protocol": "self_excluded",
+        "variant": ""}
 
 
 def memory_path(memcfg: str, **cell) -> str:
@@ -207,11 +209,12 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     notes = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("Note: ")]
     assert notes[0].startswith("Note: memp: our prompts") and "on bfcl a reconstruction" in notes[0]
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
-    assert "successes and failures" in notes[2] and notes[3].startswith("Note: [95 % CI]: the Wilson score")
-    assert notes[4].startswith("Note: protocol:") and notes[5].startswith("Note: setting: paper = the paper's own")
-    assert notes[6].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 7
+    assert "successes and failures" in notes[2] and notes[3].startswith("Note: no entry ≥ δ (%): per memory type")
+    assert notes[4].startswith("Note: [95 % CI]: the Wilson score")
+    assert notes[5].startswith("Note: protocol:") and notes[6].startswith("Note: setting: paper = the paper's own")
+    assert notes[7].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 8
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
-    assert amd_only.attrs["notes"] == []
+    assert amd_only.attrs["notes"] == [TEXT_NOTE]
 
 
 def test_table5_reports_mean_std_and_pass_k_over_seeds_and_no_std_for_one_run(grid, tmp_path):
@@ -248,6 +251,45 @@ def test_every_rate_carries_its_wilson_interval_numeric_in_the_csv_as_text_in_th
     text = (tmp_path / "t.md").read_text()
     assert "success [95 % CI]" in text and "| 75.00 [30.06, 95.44] |" in text and "success_ci_low" not in text
     assert "Note: [95 % CI]: the Wilson score interval over n task attempts" in text
+
+
+def retrieval_run(root: Path, seed: int, queries: list | None) -> str:
+    """A wf_st run of two tasks whose records carry their retrieval queries (None: a file written before they
+    were recorded) and injections with similarities."""
+    injected = [{"type": "workflow", "entry_id": "w", "source_task_id": "t", "similarity": 0.6},
+                {"type": "subtask", "entry_id": "s", "source_task_id": "t", "similarity": 0.5 + seed / 10}]
+    path = root / memory_path("wf_st", student="qwen3_4b", k="wf1_st1", seed=seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for n in range(2):
+        made = record(f"multi_turn_base_{n}", True, 2, "vllm:Qwen/Qwen3-4B", "wf_st")
+        made["memory"] |= {"delta": {"workflow": 0.3, "subtask": 0.45}}
+        made |= {"system_memory": injected} | ({} if queries is None else {"memory_queries": queries})
+        lines.append(json.dumps(validate(made)))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_retrieval_delta_reports_the_queries_delta_left_without_memory_and_what_was_injected(tmp_path):
+    queries = [{"type": "workflow", "query": "do it", "found": 1, "best": 0.6},
+               {"type": "subtask", "query": "read the state", "found": 0, "best": 0.31},
+               {"type": "subtask", "query": "make the change", "found": 1, "best": 0.5}]
+    runs = load_runs([retrieval_run(tmp_path, seed, queries) for seed in (0, 1)])
+    table = tables.retrieval_delta(runs).set_index("type")
+    assert list(table.index) == ["workflow", "subtask"] and set(table["runs"]) == {2}
+    subtask = table.loc["subtask"]
+    assert (subtask["delta"], subtask["queries"], subtask["no_entry"], subtask["no_entry_%"]) == (0.45, 8, 4, 50.0)
+    assert subtask["missed_best"] == 0.31 and subtask["injected"] == 4  # two tasks, two seeds
+    assert (subtask["injected_min"], subtask["injected_max"]) == (0.5, 0.6) and subtask["setting"] == "stricter"
+    assert table.loc["workflow", "no_entry_%"] == 0.0
+    ablation = tables.table2_ablation(runs)
+    assert ablation[tables.NO_ENTRY].tolist() == ["workflow 0.0, subtask 50.0"]
+    older = load_runs([retrieval_run(tmp_path / "older", 0, None)])  # still read: its similarities, no counts
+    assert tables.retrieval_delta(older).set_index("type").loc["subtask", "injected"] == 2
+    assert tables.retrieval_delta(older)["queries"].isna().all() and tables.table2_ablation(older)[
+        tables.NO_ENTRY].isna().all()
+    tables.write_table("retrieval_delta", tables.retrieval_delta(runs), tmp_path / "r.csv", tmp_path / "r.md")
+    assert "no_entry_%: the share that found no entry at or above δ" in (tmp_path / "r.md").read_text()
 
 
 def test_table2_labels_a_students_own_memory_and_orders_configs(tmp_path):
@@ -356,6 +398,31 @@ def test_a_paper_number_sits_only_beside_a_cell_of_the_paper_setting(paper_grid,
     fig = figures.fig3_steps(runs)
     labels = {text.get_text() for text in fig.legends[0].get_texts()}
     assert {"wf_st_fn (shared)", "wf_st_fn (self_excluded)"} <= labels
+
+
+def test_a_harness_variant_is_a_row_of_its_own_in_every_table_labelled_and_without_paper_numbers(paper_grid,
+                                                                                                    tmp_path):
+    """The paper's text run beside the release (config `variants`: paper_text): its own rows, never pooled with the
+    release's; the paper's number stays beside the release's row, which made it."""
+    spec = "vllm:Qwen/Qwen3-4B@http://127.0.0.1:9/v1"
+    release = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(True, 4)] * 200, protocol="shared")
+    text = student_run(tmp_path, "qwen3_4b", spec, "wf_st_fn", 0, [(False, 4)] * 200, protocol="shared",
+                       variant="-paper_text")
+    assert "/wf_st_fn-paper_text/shared/" in text and layout.describe_run(text)["variant"] == "paper_text"
+    assert layout.describe_run(release)["variant"] is None
+    runs = load_runs(paper_grid + [release, text])
+    table1 = tables.table1_main(runs)
+    cell = table1[(table1["agent"] == "qwen3_4b") & (table1["memory"] == "wf_st_fn") & (table1["protocol"] == "shared")]
+    cell = cell.set_index("setting")
+    assert (cell.loc["paper", "success"], cell.loc["paper", "paper"]) == (100.0, 38.50)
+    assert cell.loc["paper_text", "success"] == 0.0 and pd.isna(cell.loc["paper_text", "paper"])
+    for name in ("table2_ablation", "table3_teacher", "table4_representation", "table5_repeats", "table6_protocols"):
+        labelled = tables.build_table(name, runs)
+        assert "paper_text" in set(labelled["setting"]), name
+        assert labelled[labelled["setting"] == "paper_text"].get("paper", pd.Series(dtype=float)).isna().all()
+    assert "wf_st_fn-paper_text" in set(paired.paired_tasks(runs)["memory"])  # tables without a setting column
+    legend = {text.get_text() for text in figures.fig3_steps(runs).legends[0].get_texts()}
+    assert "wf_st_fn-paper_text (shared)" in legend
 
 
 def rewrite_records(path, change):

@@ -189,7 +189,7 @@ def write_student_run(root, teacher, seed, successes, pool=None) -> str:
     from amd.analysis import layout
 
     path = root / layout.MEMORY_RUN.format(benchmark="bfcl", student="qwen3_4b", teacher=teacher, writer="w",
-                                           embedder="e", build="-amd", memcfg="wf_st_fn",
+                                           embedder="e", build="-amd", memcfg="wf_st_fn", variant="",
                                            protocol="self_excluded", k="wf1_st1_fn1", seed=seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     records = [run_record(f"multi_turn_base_{i}", ok, 3, "vllm:Qwen/Qwen3-4B", "wf_st_fn")

@@ -182,7 +182,11 @@ def test_wf_config_never_calls_decompose_and_delta_filters(bank_dir):
     def student(_):
         raise AssertionError("wf must not decompose")
 
-    assert hooks.task_start(TaskContext("new_task", "new_task", "Buy 100 shares of NVDA.", student)) == NOTHING
+    held_back = hooks.task_start(TaskContext("new_task", "new_task", "Buy 100 shares of NVDA.", student))
+    assert (held_back.text, held_back.records) == ("", [])
+    (query,) = held_back.queries  # what δ held back is recorded: the query, nothing found, how close the best came
+    assert (query["type"], query["query"], query["found"]) == ("workflow", "Buy 100 shares of NVDA.", 0)
+    assert 0 < query["best"] < 0.999
     assert hooks.describe() == {"config": "wf", "method": "amd", "bank": str(bank_dir),
                                 "bank_sha256": load_bank(bank_dir).manifest_sha256, "protocol": "self_excluded",
                                 "excluded": "group",
@@ -217,7 +221,10 @@ def test_reactive_ranks_records_by_instruction_similarity(tmp_path):
     # self exclusion also holds here: the beta task never gets its own record
     own = hooks.after_error(task("t_beta", "Sum the beta survey scores please"), ["add"]).records
     assert "t_beta" not in {r["source_task_id"] for r in own}
-    assert hooks.after_error(task("t_new", "x"), ["no_such_function"]) == NOTHING
+    unknown = hooks.after_error(task("t_new", "x"), ["no_such_function"])
+    assert (unknown.text, unknown.records) == ("", [])
+    assert unknown.queries == [{"type": "function", "query": "no_such_function", "found": 0, "best": None}]
+    assert [(q["query"], q["found"]) for q in hint.queries] == [("add", 2), ("unknown_fn", 0)]
     assert hooks.task_start(task("t_new", "x")) == NOTHING  # fn_only injects nothing up front
 
 
@@ -413,7 +420,8 @@ def test_gating_withholds_the_first_error_on_a_function_and_injects_on_its_repea
     assert always.after_error(me, ["mv"]).records  # always-on: a hint on the first error
     gated.task_start(me)
     first = gated.after_error(me, ["mv", "no_such_function"])
-    assert first == Injection("", [], {"fn_gate": {"withheld": ["mv"]}})  # no memory for the unknown one: not withheld
+    assert first == Injection("", [], {"fn_gate": {"withheld": ["mv"]}},  # no memory for the unknown one: not withheld
+                             queries=[{"type": "function", "query": "no_such_function", "found": 0, "best": None}])
     assert gated.after_error(other, ["mv"]).records == []  # another task's errors are its own
     repeat = gated.after_error(me, ["mv", "send_message"])
     assert [r["query"] for r in repeat.records] == ["mv"] and repeat.details == {"fn_gate": {"withheld": ["send_message"]}}

@@ -84,6 +84,32 @@ def test_student_run_records_injections_and_never_sees_its_own_memory(bank, tmp_
         assert own_entries > 0  # the leaky protocol really does leak: the check above can fail
 
 
+def test_every_retrieval_query_is_recorded_and_score_reports_what_delta_left_without_memory(bank, tmp_path):
+    """δ 0 for workflows, 0.99 for subtasks (no label comes that close): amd score shows the one never held back
+    and the other always, with the similarities of what was injected."""
+    env = {**os.environ, "AMD_CACHE_DIR": str(tmp_path / "cache")}
+    out, tasks = tmp_path / "student.jsonl", TASKS[:4]
+    with ScriptedServer(student_model(ground_truth_answers(tasks))) as server:
+        amd("run", "bfcl", "--agent", f"vllm:student@{server.url}", "--tasks", ",".join(tasks), "--out", str(out),
+            "--memory", str(bank), "--memory-config", "wf_st_fn", "--delta", "wf=0,st=0.99", "--max-retries", "1",
+            "--no-progress", env=env)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for record in records:
+        by_type = {t: [q for q in record["memory_queries"] if q["type"] == t] for t in ("workflow", "subtask")}
+        assert [(q["query"], q["found"]) for q in by_type["workflow"]] == [(record["instruction"], 1)]
+        assert [q["query"] for q in by_type["subtask"]] == ["check current state", "perform requested change"]
+        assert all(q["found"] == 0 and q["best"] < 0.99 for q in by_type["subtask"])  # how far below δ: recorded
+        lookups = [q for q in record["memory_queries"] if q["type"] == "function"]  # by name, no δ
+        refused = record["turns"][0]["steps"][0]["rejected"][0]["text"].split("(")[0]
+        assert lookups[0]["query"] == refused and all(q["found"] == 1 for q in lookups)
+    done = amd("score", str(out), "--json", str(tmp_path / "score.json"), env=env)
+    assert "workflow: δ 0; 4 queries, 0 found no entry at or above δ (0.0 %); 4 injected" in done.stdout
+    assert "subtask: δ 0.99; 8 queries, 8 found no entry at or above δ (100.0 %)" in done.stdout
+    retrieval = json.loads((tmp_path / "score.json").read_text())[0]["retrieval"]
+    assert (retrieval["subtask"]["no_entry_%"], retrieval["subtask"]["injected"]) == (100.0, 0)
+    assert retrieval["workflow"]["injected_min"] > 0.4 and retrieval["function"]["delta"] is None
+
+
 def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
     """In a bank built before checksums (a bank that has them refuses the changed file first: test_reliability)."""
     broken = tmp_path / "bank"

@@ -3,11 +3,15 @@ system prompt (through `amd run bfcl` on a scripted server), function docs in hi
 trimmed insights and longer observations in a bank, the first code block, history trimming, AppWorld's options."""
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
+import yaml
 from scripted_server import ScriptedServer
 from test_bfcl_agreement import TASKS, behaviour, policy
 from test_memory_fixtures import all_records, write_jsonl
+from test_workflow_args import Wildcards
 
 from amd.agent.history import trimmed
 from amd.agent.hooks import TaskContext
@@ -21,10 +25,13 @@ from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.prompts import benchmark_prompt, load_prompt
 from amd.registry import create_benchmark
+from amd.workflow.config import merge_configs
+from amd.workflow.grid import Grid
 
 WORKFLOW_HEADING = load_prompt("memory_block_workflow").splitlines()[0]
 SUBTASK_HEADING = load_prompt("memory_block_subtask").splitlines()[0]
 SOLVED = [task for task in TASKS if behaviour(task) == "solve"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +81,40 @@ def test_turn_memory_system_replaces_the_turns_subtasks_in_the_system_message(bf
     for first in {first for first, _ in by_turn}:
         turns = [contents for (task, _), contents in sorted(by_turn.items()) if task == first]
         assert len({c for contents in turns for c in contents}) > 1  # it changes from turn to turn
+
+
+def test_the_paper_texts_bfcl_subtask_memory_decomposes_the_instruction_once_before_any_call(bfcl_bank, tmp_path):
+    """config/paper.yaml's `paper_text` variant on BFCL (§3.3, App. C), with the run options the grid plans for it:
+    the student's labels, asked for before the first step, are the subtask queries, and the segments sit in the
+    system message from the first request on; no turn retrieves its own."""
+    paper = merge_configs(yaml.safe_load((REPO / "config/config.yaml").read_text()),
+                          yaml.safe_load((REPO / "config/paper.yaml").read_text()))
+    grid = Grid(paper)
+    cell = next(c for c in grid.cells("paper_text") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
+    planned = shlex.split(grid.memory_args(Wildcards(cell | {"k": "wf1_st1_fn1"})))
+    options = [word for flag, word in zip(planned, planned[1:]) if flag == "--memory-option"]
+    assert "per_turn=false" in options
+    labels = ["list the current folder", "move the requested file"]
+
+    def decomposing(request):
+        asked = request["messages"][-1]["content"]
+        return json.dumps(labels) if "JSON array of strings" in asked else without_memory(request)
+
+    with ScriptedServer(decomposing) as server:
+        assert main(["run", "bfcl", "--agent", f"vllm:scripted@{server.url}", "--prompting", "official",
+                     "--benchmark-option", "harness=official", "--tasks", ",".join(SOLVED[:4]), "--out",
+                     str(tmp_path / "s.jsonl"), "--memory", str(bfcl_bank), "--memory-config", "wf_st", "--protocol",
+                     "shared", "--delta", "wf=-1,st=-1", "--no-progress",
+                     *(f"--memory-option={option}" for option in options)]) == 0
+        bodies = [r.body for r in server.chat_requests() if "JSON array of strings" not in
+                  r.body["messages"][-1]["content"]]
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert all(r["success"] for r in records) and records[0]["memory"]["per_turn"] is False
+    for record in records:
+        assert [q["query"] for q in record["memory_queries"] if q["type"] == "subtask"] == labels
+        assert {e["type"] for e in record["system_memory"]} == {"workflow", "subtask"}
+        assert all(not turn["injected_memory"] for turn in record["turns"])
+    assert all(SUBTASK_HEADING in body["messages"][0]["content"] for body in bodies)
 
 
 def test_per_turn_true_appends_to_the_user_message_as_before(bfcl_bank, tmp_path):

@@ -77,7 +77,7 @@ def test_default_config_plans_the_small_ablation(workdir):
     where, env = workdir
     jobs = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2"))
     assert jobs == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1, "run_student_memory": 2,
-                    "score_run": 4, "view_run": 3, "make_table": 3, "make_figure": 1, "all": 1, "total": 17}
+                    "score_run": 4, "view_run": 3, "make_table": 4, "make_figure": 1, "all": 1, "total": 18}
 
 
 def child_cpu_seconds() -> float:
@@ -192,7 +192,8 @@ def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
     user = ("--benchmark-option scenarios=base --benchmark-option user_max_tokens=16384 "
             "--benchmark-option user_model=openai:gpt-5-mini --benchmark-option user_temperature=none")
     for target, expected in (("results/fig3_steps.pdf", 1 + 4 * 2 + 4 * 4 * 2 * 2),
-                             ("results/tables/table1_main.md", 1 + 4 * 2 + 4 * 4 * 2 * 2)):
+                             # and the paper's text beside the release (variant paper_text): ReasoningBank and AMD
+                             ("results/tables/table1_main.md", 1 + 4 * 2 + 4 * 4 * 2 * 2 + 4 * 2 * 2)):
         lines = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile",
                           "config/paper.yaml").stdout.splitlines()
         runs = [line for line in lines if "amd run toolsandbox" in line]
@@ -237,21 +238,21 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     # the tables and the figure
     k = overlay(where, "k.yaml", {"defaults": {"k": {"wf": 1, "st": 2, "fn": 1}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", k)) == {
-        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 3, "make_figure": 1, "all": 1,
-        "total": 11}
+        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 4, "make_figure": 1, "all": 1,
+        "total": 12}
 
     # the embedder's subtask delta: a params change of the two runs that retrieve subtask memory
     delta = overlay(where, "delta.yaml", {"embedders": {"minilm": {"spec": "local:all-minilm-l6-v2",
                                                                    "delta": {"wf": 0.32, "st": 0.5}}}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", delta)) == {
-        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 3, "make_figure": 1, "all": 1,
-        "total": 11}
+        "run_student_memory": 2, "score_run": 2, "view_run": 2, "make_table": 4, "make_figure": 1, "all": 1,
+        "total": 12}
 
     # sampling temperature: every student run, never the oracle teacher or the memory bank
     temperature = overlay(where, "t.yaml", {"run": {"temperature": 0.7}})
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", temperature)) == {
-        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "view_run": 3, "make_table": 3,
-        "make_figure": 1, "all": 1, "total": 14}
+        "run_student_zero_shot": 1, "run_student_memory": 2, "score_run": 3, "view_run": 3, "make_table": 4,
+        "make_figure": 1, "all": 1, "total": 15}
 
     # one more student: its two runs, scores and pages, then the outputs; teacher and bank are reused
     student = overlay(where, "s.yaml", {"experiments": {"ablation": {"students": ["qwen15", "qwen05"]}}})
@@ -259,8 +260,8 @@ def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     before = len(calls_log.read_text().splitlines())
     snakemake(where, env, "all", "--cores", "2", "--configfile", student)
     calls = [json.loads(line) for line in calls_log.read_text().splitlines()[before:]]
-    assert sorted(call[0] for call in calls) == ["figure", "run", "run", "score", "score", "table", "table", "view",
-                                                 "view"]
+    assert sorted(call[0] for call in calls) == ["figure", "run", "run", "score", "score", "table", "table", "table",
+                                                 "view", "view"]
     assert all("local:qwen2.5-coder-0.5b" in call for call in calls if call[0] == "run")
     assert planned_jobs(snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", student)) == {}
 

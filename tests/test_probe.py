@@ -30,7 +30,7 @@ PROBE_SIZE, PROBE_SEED = 8, 1
 TEACHERS = {"broad": 1, "narrow": 4, "poor": 20}
 STRATEGY = "## Strategy from a similar solved task"  # prompts/memory_block_workflow.md
 CELL = {"benchmark": "bfcl", "student": "scripted", "writer": "rules", "embedder": "hash", "build": "-amd",
-        "memcfg": "wf", "protocol": "self_excluded", "k": "wf1", "seed": 0}
+        "memcfg": "wf", "variant": "", "protocol": "self_excluded", "k": "wf1", "seed": 0}
 
 
 def amd(*argv, env, check=True):

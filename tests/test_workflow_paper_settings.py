@@ -1,7 +1,8 @@
 """The paper grid's settings, read from a dry run of `snakemake all` over config/paper.yaml: every number of the
 paper (data/paper_reference.csv) has a planned target in the paper's own setting feeding its table or figure (the
 paper's model, teacher, protocol and task set, greedy decoding, 2 seeds averaged), every paper table and figure has
-its paper setting and our stricter twin beside it, and sampling at 0.7 is a sensitivity experiment of its own."""
+its paper setting and our stricter twin beside it, and sampling at 0.7 and the paper's text (where it and the
+authors' release disagree) are sensitivity experiments of their own."""
 
 import csv
 import itertools
@@ -61,7 +62,8 @@ class Plan:
         self.runs[path] = describe_run(path) | {
             "model": load_reference().paper_model(model_name({"agent": {"spec": flags["--agent"][0]}})),
             "temperature": flags["--temperature"][0], "tasks": flags["--tasks"],
-            "options": set(flags["--benchmark-option"])}
+            "options": set(flags["--benchmark-option"]), "memory_options": set(flags["--memory-option"]),
+            "delta": flags["--delta"][0] if flags["--delta"] else None}
 
     def runs_of(self, output: str) -> list[dict]:
         return [self.runs[path] | {"path": path} for path in sorted(self.inputs[output]) if path in self.runs]
@@ -84,10 +86,11 @@ def sampled(run: dict) -> bool:
 
 
 def in_paper_setting(run: dict) -> bool:
-    """Not sampled, on the whole of the paper's task set (its benchmark options, no task list)."""
+    """Not sampled, on the whole of the paper's task set (its benchmark options, no task list), in the release's
+    harness (no variant)."""
     task_sets = {row["benchmark"]: row["benchmark_options"] for row in read_csv("paper_task_sets.csv")}
     wanted = {option for option in task_sets[run["benchmark"]].split(";") if option}
-    return not sampled(run) and not run["tasks"] and wanted <= run["options"]
+    return not sampled(run) and not run["tasks"] and wanted <= run["options"] and not run.get("variant")
 
 
 def matches(plan: Plan, run: dict, row: dict, benchmark: str) -> bool:
@@ -152,3 +155,27 @@ def test_sampling_at_0_7_is_a_sensitivity_experiment_beside_table5_and_never_a_p
               run.get("protocol") in (SHARED, None)}
     assert {(run["benchmark"], run["memcfg"], run.get("protocol"), run["seed"]) for run in runs} == greedy
 
+
+
+def test_the_papers_text_runs_beside_the_release_where_they_disagree_and_feeds_table1(plan):
+    """BFCL's subtask memory (decomposition at task start vs per turn), ToolSandbox's k_fn and δ_wf, ReasoningBank's
+    k: each cell of the paper_text variant is planned beside the release's cell of main_paper."""
+    text = {path: run for path, run in plan.runs.items() if run.get("variant") == "paper_text"}
+    assert text and set(text) <= plan.inputs["table1_main"]
+    assert {run["protocol"] for run in text.values()} == {SHARED} and not any(sampled(r) for r in text.values())
+    cell = ("benchmark", "student", "teacher", "memcfg", "protocol", "seed")
+    for path, run in text.items():
+        (release,) = [other for other in plan.runs_of("table1_main") if other["role"] == "memory"
+                      and other["variant"] is None and all(other[key] == run[key] for key in cell)]
+        assert f"/{run['memcfg']}-paper_text/" in path and release["path"] != path
+        if run["memcfg"] == "reasoningbank":
+            assert (run["k"], release["k"]) == ({"rb": 1}, {"rb": 3})
+        elif run["benchmark"] == "bfcl":
+            assert "per_turn=false" in run["memory_options"] and "turn_memory=system" not in run["memory_options"]
+            assert {"per_turn=true", "turn_memory=system"} <= release["memory_options"]
+        elif run["benchmark"] == "toolsandbox":
+            assert (run["k"]["fn"], release["k"]["fn"]) == (1, 2)
+            assert "wf=0.3" in run["delta"] and "wf=0.5" in release["delta"]
+    covered = {(run["benchmark"], run["memcfg"]) for run in text.values()}
+    assert covered == {("appworld", "reasoningbank"), ("bfcl", "reasoningbank"), ("bfcl", "wf_st_fn"),
+                       ("toolsandbox", "reasoningbank"), ("toolsandbox", "wf_st_fn")}

@@ -26,6 +26,9 @@ class Injection:
     # What the method decided beside its injections (a checked decomposition, hints it withheld); recorded as the
     # trajectory's `memory_details` (task start) or the step's (after an error) when not empty.
     details: dict = field(default_factory=dict)
+    # What each retrieval query saw (amd.memory.method.query_record: type, query, entries found at or above δ, the
+    # best similarity even below it), recorded as the trajectory's `memory_queries`: how hard δ holds memory back.
+    queries: list[dict] = field(default_factory=list)
     # Where it goes (the paper's and its release's placements): at task start, `first` puts the text before the
     # system prompt instead of after it; at a user turn, `in_system` puts it in the system prompt, replacing the
     # previous turn's, instead of after the user message (the release's BFCL `system_replace`).

@@ -37,9 +37,10 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
     system = memory.task_start(task) if memory is not None else Injection()
     agent.begin(episode.tools, system.text, memory_first=system.first)
     turns: list[dict] = []
+    queries = list(system.queries)  # every retrieval query of the task, in order (a memory run's memory_queries)
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, task, memory, turns)
+        _run_turns(agent, episode, limits, task, memory, turns, queries)
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -52,6 +53,7 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
         "instruction": episode.instruction,
         "system_memory": system.records,
         **({"memory_details": system.details} if system.details else {}),
+        **({"memory_queries": queries} if memory is not None else {}),
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
         "success": counted_success(verdict.success, status, verdict.step_limit_scored),
@@ -74,7 +76,7 @@ def step_caps(episode, limits: Limits) -> dict:
             "max_steps_per_turn": limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps}
 
 
-def _run_turns(agent, episode, limits, task, memory, turns) -> None:
+def _run_turns(agent, episode, limits, task, memory, turns, queries) -> None:
     total_steps = 0
     last_reply = None
     official = official_turns(episode)
@@ -85,11 +87,12 @@ def _run_turns(agent, episode, limits, task, memory, turns) -> None:
         agent.add_user(user, injected.text, memory_in_system=injected.in_system)
         turn = {"user": user, "steps": [], "injected_memory": injected.records}
         turns.append(turn)
+        queries += injected.queries
         for _ in range(requests_per_turn):
             if not official and total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text, finished = _run_step(agent, episode, task, memory, official)
+            step, reply_text, finished = _run_step(agent, episode, task, memory, queries, official)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
@@ -102,7 +105,7 @@ def _run_turns(agent, episode, limits, task, memory, turns) -> None:
             raise _StepLimit(f"more than {per_turn} steps in turn {len(turns)}")
 
 
-def _run_step(agent, episode, task, memory, official: bool = False) -> tuple[dict, str | None, bool]:
+def _run_step(agent, episode, task, memory, queries: list, official: bool = False) -> tuple[dict, str | None, bool]:
     """One model step. Returns the step record, the reply text when the turn ended (a reply with no call, or under
     `official` one with a call that cannot be decoded, recorded as refused and never run), and whether the
     environment ended the episode (task complete, conversation closed)."""
@@ -138,6 +141,7 @@ def _run_step(agent, episode, task, memory, official: bool = False) -> tuple[dic
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)
         step["injected_memory"] = hint.records
+        queries += hint.queries
         if hint.details:
             step["memory_details"] = hint.details
     agent.observe(reply.proposals, outcome, hint.text)

@@ -3,6 +3,7 @@ seeds of each cell with its interval (amd.analysis.stats), and a stable order by
 
 import pandas as pd
 
+from amd.analysis.retrieval import pooled
 from amd.analysis.stats import interval_columns, interval_of
 from amd.errors import AmdError
 from amd.vocabulary import memory_configs
@@ -24,8 +25,9 @@ def _memory_label(row) -> str:
 
 def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean over seeds of each cell named by `keys`, its Wilson interval over all its task attempts (SUCCESS), the
-    std over its runs (none with one run) and its run count."""
-    grouped = runs.groupby(keys, dropna=False, sort=False)
+    std over its runs (none with one run), its run count and what its retrieval saw (pooled). A harness variant's
+    runs (a sensitivity setting, the `variant` column) are always a cell apart from the release's."""
+    grouped = runs.groupby(cell_keys(runs, keys), dropna=False, sort=False)
     table = grouped.agg(
         model=("model", "first"),
         temperature=("temperature", "first"),
@@ -39,9 +41,15 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         step_cap=("step_cap", lambda caps: pd.to_numeric(caps).max()),  # NaN: no run recorded one
         tokens=("tokens", "mean"),
         cost_usd=("cost_usd", lambda costs: pd.to_numeric(costs).mean(skipna=False)),  # unknown stays unknown
+        retrieval=("retrieval", pooled),  # what its runs' retrieval saw, per memory type (amd.analysis.retrieval)
     ).reset_index()
     intervals = [interval_columns("success", *counts) for counts in zip(table["successes"], table["attempts"])]
     return table.drop(columns=["successes", "attempts"]).join(pd.DataFrame(intervals, index=table.index, columns=SUCCESS[1:]))
+
+
+def cell_keys(runs: pd.DataFrame, keys: list[str]) -> list[str]:
+    """What a cell of `keys` is grouped by: the keys, and the harness variant wherever the runs say."""
+    return [*keys, *(["variant"] if "variant" in runs.columns and "variant" not in keys else [])]
 
 
 def cell_success(row) -> dict:
@@ -60,6 +68,15 @@ def student_runs(runs: pd.DataFrame) -> pd.DataFrame:
         raise AmdError("no student runs among --runs")
     students["memory"] = students.apply(_memory_label, axis=1)
     students["student"] = students["student"].fillna(students["model"])
+    return students
+
+
+def variants_apart(students: pd.DataFrame) -> pd.DataFrame:
+    """Student runs whose memory label names their harness variant (`wf_st_fn-paper_text`), for outputs whose rows
+    or series are memory labels with no `setting` column (figures, paired tables)."""
+    students = students.copy()
+    variant = students["variant"].notna()
+    students.loc[variant, "memory"] = students.loc[variant, "memory"] + "-" + students.loc[variant, "variant"]
     return students
 
 

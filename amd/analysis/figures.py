@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs, teacher_models
+from amd.analysis.cells import MEMORY_ORDER, aggregate, student_runs, teacher_models, variants_apart
 from amd.analysis.figure_layout import finish
 from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
@@ -132,7 +132,7 @@ def _caps_and_teachers(top, bottom, runs, students: pd.DataFrame, caps, steps) -
 def fig3_steps(runs, note=""):
     """Success and mean interaction steps per task: each student zero-shot and with each memory, and the teacher on
     the students' tasks, a column per benchmark."""
-    students = student_runs(runs)
+    students = variants_apart(student_runs(runs))
     cells = aggregate(students, CELL)
     models, reference = teacher_models(runs), load_reference()
     benchmarks = list(dict.fromkeys(cells["benchmark"]))
@@ -190,7 +190,7 @@ def fig4_student_size(runs, note=""):
     teacher on the students' tasks."""
     proposed = proposed_config()
     styles = {ZERO_SHOT: ("o", "--"), proposed: ("s", "-")}
-    students = student_runs(runs)
+    students = variants_apart(student_runs(runs))
     students = students[students["memory"].isin(styles)]
     if students.empty:
         raise AmdError(f"fig4_student_size: no {ZERO_SHOT} or {proposed} runs among --runs")
@@ -229,7 +229,7 @@ def fig4_student_size(runs, note=""):
 def fig5_k_sweep(runs, note=""):
     """Success rate and mean steps against k for each memory type, the other types held at their base k; the
     teacher on the students' tasks."""
-    students = student_runs(runs)
+    students = variants_apart(student_runs(runs))
     students = students[students["role"] == "memory"]
     if students.empty:
         raise AmdError("fig5_k_sweep: no memory runs among --runs")

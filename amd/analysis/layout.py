@@ -4,7 +4,9 @@ The Snakefile builds its output paths from these templates, and the analysis rea
 memory config, k, seed, ...) back from its path, so the two can never disagree. Names in a path are the short
 config names ([A-Za-z0-9_]+), never raw agent specs (those hold ':', '/', '@'). A bank (and the runs that read it)
 carries the name of each of its method's settings (amd.spec.Setting, e.g. AMD's representation) after a dash
-(`{build}`); a method without settings has none.
+(`{build}`); a method without settings has none. A memory run of a sensitivity variant of the harness (the config's
+`variants`, e.g. `paper_text`) carries its name after its memory config (`{variant}`: `wf_st_fn-paper_text`); the
+release's runs carry none.
 """
 
 import re
@@ -14,6 +16,7 @@ from amd.vocabulary import memory_configs, method_spec
 
 NAME = r"[A-Za-z0-9_]+"
 BUILD = rf"(?:-{NAME})*"  # the `build` part: "-NAME" per setting of the bank's method, in the spec's order
+VARIANT = rf"(?:-{NAME})?"  # the `variant` part: "-NAME" for a run of a harness variant, "" for the release's
 K_ITEM = re.compile(r"^([a-z]+)([0-9]+)$")  # one memory type code and its k, as in k_wf1_st2
 
 TEACHER_RUN = "results/{benchmark}/teacher-{teacher}/trajectories.jsonl"
@@ -21,7 +24,7 @@ BANK_DIR = "results/{benchmark}/bank/{method}/{teacher}-{writer}-{embedder}{buil
 ZERO_SHOT_RUN = "results/{benchmark}/student-{student}/zero_shot/seed{seed}/trajectories.jsonl"
 MEMORY_RUN = (
     "results/{benchmark}/student-{student}/{teacher}-{writer}-{embedder}{build}"
-    "/{memcfg}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
+    "/{memcfg}{variant}/{protocol}/k_{k}/seed{seed}/trajectories.jsonl"
 )
 # The teacher–student fit probe (amd probe): a memory run of the student on the config's small probe task set
 PROBE_RUN = MEMORY_RUN.replace("/student-{student}/", "/probe-{student}/")
@@ -33,7 +36,7 @@ FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
 
 
-WILDCARDS = {"seed": r"[0-9]+", "build": BUILD}
+WILDCARDS = {"seed": r"[0-9]+", "build": BUILD, "variant": VARIANT}
 
 
 def _pattern(template: str) -> re.Pattern:
@@ -63,6 +66,15 @@ def build_names(method: str, part: str) -> dict:
     names = part.split("-")[1:]
     keys = [setting.key for setting in method_spec(method).settings]
     return dict(zip(keys, names)) if len(names) == len(keys) else {}
+
+
+def variant_part(name: str | None) -> str:
+    """The `variant` part of a memory run's path: "-NAME" for a harness variant, "" for the release's harness."""
+    return f"-{name}" if name else ""
+
+
+def variant_name(part: str) -> str | None:
+    return part.removeprefix("-") or None
 
 
 def view_path(run_path: str) -> str:
@@ -99,6 +111,8 @@ def describe_run(path) -> dict:
                 cell["memcfg"] = "zero_shot"
             if "build" in cell:
                 cell |= _build_columns(cell)
+            if "variant" in cell:
+                cell["variant"] = variant_name(cell["variant"])
             if "k" in cell:
                 cell["k"] = parse_k(cell["k"])
             if "seed" in cell:

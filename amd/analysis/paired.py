@@ -4,7 +4,7 @@ variant against its plain config's run in the same cell and seed."""
 
 import pandas as pd
 
-from amd.analysis.cells import MEMORY_ORDER, order_by, student_runs
+from amd.analysis.cells import MEMORY_ORDER, order_by, student_runs, variants_apart
 from amd.analysis.stats import interval_columns
 from amd.errors import AmdError
 from amd.vocabulary import memory_config, plain_config
@@ -23,7 +23,8 @@ def security_pairs(runs: pd.DataFrame) -> pd.DataFrame:
     successes, plus the share of attacked tasks still solved."""
     attacked = runs[runs["security_by_task"].map(bool)]
     table = _paired_rows(attacked, "security_by_task", "security_pairs", "breached")
-    by_cell = {(row.benchmark, row.student, row.seed, row.memory): row for row in student_runs(attacked).itertuples()}
+    by_cell = {(row.benchmark, row.student, row.seed, row.memory): row
+               for row in variants_apart(student_runs(attacked)).itertuples()}
     utility = pd.DataFrame([_utility(by_cell[(r.benchmark, r.student, r.seed, "zero_shot")], "utility_zero_shot_%")
                             | _utility(by_cell[(r.benchmark, r.student, r.seed, r.memory)], "utility_with_memory_%")
                             for r in table.itertuples()], index=table.index)
@@ -38,7 +39,7 @@ def _utility(run, name: str) -> dict:
 def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.DataFrame:
     """One row per memory run: its per-task verdicts in `column` paired with the zero-shot run of the same student,
     benchmark and seed."""
-    students = student_runs(runs) if len(runs) else runs
+    students = variants_apart(student_runs(runs)) if len(runs) else runs
     rows = []
     for (benchmark, student, seed), cell in students.groupby(["benchmark", "student", "seed"], dropna=False,
                                                               sort=False):
@@ -75,7 +76,8 @@ def paired_counts(zero_shot: dict, with_memory: dict, verb: str) -> dict:
 # ---- config variants, each against its plain config (methods' own tables: amd.memory.amd.tables) ------------------
 
 
-VARIANT_CELL = ["benchmark", "student", "teacher", "writer", "embedder", "build", "protocol", "k_text", "seed"]
+VARIANT_CELL = ["benchmark", "student", "teacher", "writer", "embedder", "build", "variant", "protocol", "k_text",
+                "seed"]
 
 
 def variant_runs(runs: pd.DataFrame, option_keys: set, name: str) -> list[tuple]:

@@ -10,7 +10,9 @@ A paper number stands beside one of our cells only where the cell is in the pape
   ToolSandbox scenarios, a cross split's held-out 30 % or a probe set get none;
 - the same protocol: the paper's for that table (PAPER_PROTOCOLS: `shared`, in which its main results and analyses
   were measured; Table 6's two disjoint protocols at the task level); rows without memory hold for any;
-- the same sampling: greedy (temperature 0, or none recorded); a sampled run is a sensitivity run of ours.
+- the same sampling: greedy (temperature 0, or none recorded); a sampled run is a sensitivity run of ours;
+- the same harness: the release's, which made the numbers; a run of a harness variant (e.g. `paper_text`, the
+  paper's text where it and the release disagree) is a sensitivity run, labelled with the variant's name.
 """
 
 import csv
@@ -30,9 +32,11 @@ NO_MEMORY = ("teacher", ZERO_SHOT)  # reference rows that hold under any protoco
 PAPER, STRICTER, BOTH, OTHER = "paper", "stricter", "both", "other"
 SETTING_NOTE = ("setting: paper = the paper's own (its protocol for this table, greedy students); stricter = ours "
                 "(a task never retrieves memory of its own group); both = no memory (zero-shot and teacher runs "
-                "serve both); sampled T=… = students sampled at that temperature (a sensitivity run); other = any "
-                "other protocol. Paper numbers stand only beside rows of the paper's setting (or both) whose model "
-                "and task set are the paper's.")
+                "serve both); sampled T=… = students sampled at that temperature (a sensitivity run); paper_text = "
+                "the paper's text where it and the authors' release disagree (a sensitivity run; the release made "
+                "the paper's numbers; any other harness variant is named likewise); other = any other protocol. "
+                "Paper numbers stand only beside rows of the paper's setting (or both) whose model and task set are "
+                "the paper's.")
 
 
 def paper_protocols(table: str) -> tuple[str, ...]:
@@ -43,10 +47,13 @@ def sampled(temperature) -> bool:
     return isinstance(temperature, (int, float)) and temperature > 0  # NaN (not recorded) is not
 
 
-def setting(table: str, protocol, temperature=None) -> str:
-    """The setting of a row of `table` run under `protocol` (None: no memory) at `temperature`."""
+def setting(table: str, protocol, temperature=None, variant=None) -> str:
+    """The setting of a row of `table` run under `protocol` (None: no memory) at `temperature`, in a harness
+    `variant` (None or NaN: the release's)."""
     if sampled(temperature):
         return f"sampled T={temperature:g}"
+    if isinstance(variant, str):
+        return variant
     if not isinstance(protocol, str):
         return BOTH
     if protocol in paper_protocols(table):
@@ -70,11 +77,11 @@ class Reference:
         return self.models.get(model.strip().lower()) if model else None
 
     def value(self, table, benchmark, model, memory, *, tasks, teacher=None, protocol=None,
-              temperature=None) -> float | None:
+              temperature=None, variant=None) -> float | None:
         """The paper's number for this cell, or None where the cell is not in the paper's setting (module doc):
         `memory` as the reference names it (a config, `teacher`, a representation, `st=5`), `tasks` the cell's
-        task count, `teacher` our teacher's model."""
-        if setting(table, protocol, temperature) not in (PAPER, BOTH):
+        task count, `teacher` our teacher's model, `variant` the run's harness variant (None: the release's)."""
+        if setting(table, protocol, temperature, variant) not in (PAPER, BOTH):
             return None
         if tasks != self.task_counts.get(benchmark):
             return None

@@ -5,6 +5,7 @@ import re
 import pandas as pd
 
 from amd.analysis.layout import describe_run
+from amd.analysis.retrieval import run_retrieval
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.registry import load_target
@@ -12,12 +13,13 @@ from amd.schema import read_run
 from amd.score import expected_tasks, run_metrics
 from amd.vocabulary import bank_settings, run_method
 
-BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "protocol")
+BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "variant", "protocol")
 
 
 def cell_columns() -> tuple[str, ...]:
     """A run's cell, as its path names it: where it ran, with what memory (`build`: the names of its bank's settings,
-    amd.analysis.layout), and the bank's value of each setting by its key."""
+    amd.analysis.layout; `variant`: the harness variant it ran, None for the release's), and the bank's value of
+    each setting by its key."""
     return (*BASE_COLUMNS, *(setting.key for setting in bank_settings()))
 
 
@@ -59,6 +61,8 @@ def summarize_run(path) -> dict:
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},
         **method_columns(records),
+        # per memory type: queries that found no entry at or above δ, injected similarities (amd.analysis.retrieval)
+        "retrieval": run_retrieval(records),
         # memory pooled from several teachers (amd memory pool): its teachers, the preferred one, per-task sources
         "pool": records[0]["memory"].get("pool"),
     }

@@ -14,6 +14,7 @@ from amd.analysis.cells import (
     MEMORY_ORDER,
     SUCCESS,
     aggregate,
+    cell_keys,
     cell_success,
     order_by,
     run_success,
@@ -21,6 +22,9 @@ from amd.analysis.cells import (
     teacher_models,
 )
 from amd.analysis.reference import CITATION, SETTING_NOTE, load_reference, setting
+from amd.analysis.retrieval import TABLE_NOTE as RETRIEVAL_NOTE
+from amd.analysis.retrieval import TEXT_NOTE, no_entry_text
+from amd.analysis.retrieval import summary as retrieval_summary
 from amd.analysis.runs import restrict_to_tasks
 from amd.analysis.stats import INTERVAL_NOTE, PASS_K_NOTE, STD_NOTE, interval_of, pass_hat_k
 from amd.errors import AmdError
@@ -32,6 +36,10 @@ PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task r
                  "memory from 70 % of the groups or tasks, scored on the rest; shared: the paper's main setting, a "
                  "task may retrieve its own memory); a dash: no memory.")
 AVG = "avg"  # Table 1's Avg: the mean over its benchmarks
+NO_ENTRY = "no entry ≥ δ (%)"  # per memory type, the share of retrieval queries that δ left with none
+RETRIEVAL_COLUMNS = ["benchmark", "student", "memory", "protocol", "setting", "teacher", "k", "type", "delta",
+                     "queries", "no_entry", "no_entry_%", "missed_best", "injected", "injected_median",
+                     "injected_min", "injected_max", "runs"]
 NOT_IN_THE_PAPER_TEXT = ("The paper's {table} numbers are not in the text of arXiv 2608.07169 this was read from "
                          "(its caption only{said}), so no paper column.")
 COST_NOTE = ("tokens, cost_usd: per run (mean over seeds), every role counted: the agent, the student calls of its "
@@ -76,15 +84,15 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
         zero = zero_shot.get((row.benchmark, row.student))
         rows.append({
             "benchmark": row.benchmark, "agent": row.student, "role": "student", "memory": row.memory,
-            "protocol": row.protocol, "setting": setting("table1_main", row.protocol, row.temperature),
+            "protocol": row.protocol, "setting": setting("table1_main", row.protocol, row.temperature, row.variant),
             **cell_success(row), "delta": None if row.memory == ZERO_SHOT or zero is None else row.success - zero,
-            "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens, "cost_usd": row.cost_usd,
-            "paper": paper_value(reference, "table1_main", row, row.memory, models),
+            "runs": row.runs, "tasks": row.tasks, NO_ENTRY: no_entry_text(row.retrieval), "tokens": row.tokens,
+            "cost_usd": row.cost_usd, "paper": paper_value(reference, "table1_main", row, row.memory, models),
         })
     table = pd.DataFrame(rows)
     table = order_by(table, "benchmark", list(dict.fromkeys(table["benchmark"]))).reset_index(drop=True)
     table = pd.concat([table, pd.DataFrame(average_rows(table), columns=table.columns)], ignore_index=True)
-    table.attrs["notes"] = reconstruction_notes(table)
+    table.attrs["notes"] = [*reconstruction_notes(table), TEXT_NOTE]
     return table
 
 
@@ -93,7 +101,7 @@ def paper_value(reference, table: str, row, memory: str, models: dict) -> float 
     paper's setting; `models`: our teachers' models by name (cells.teacher_models)."""
     teacher = models.get(row.teacher) if isinstance(row.teacher, str) else None
     return reference.value(table, row.benchmark, row.model, memory, tasks=row.tasks, teacher=teacher,
-                           protocol=row.protocol, temperature=row.temperature)
+                           protocol=row.protocol, temperature=row.temperature, variant=getattr(row, "variant", None))
 
 
 def _teacher_row(table: str, teacher: pd.Series, reference) -> dict:
@@ -156,15 +164,19 @@ def table2_ablation(runs: pd.DataFrame) -> pd.DataFrame:
     table = aggregate(students, ["benchmark", "student", "memory", "protocol", "teacher"])
     table["setting"] = settings_of("table2_ablation", table)
     table["paper"] = [paper_value(reference, "table2_ablation", row, row.memory, models) for row in table.itertuples()]
+    table[NO_ENTRY] = [no_entry_text(stats) for stats in table["retrieval"]]
     table = order_by(table, "memory", MEMORY_ORDER)
-    return table.sort_values(["benchmark", "student"], kind="stable")[
+    table = table.sort_values(["benchmark", "student"], kind="stable")[
         ["benchmark", "student", "memory", "protocol", "setting", "teacher", *SUCCESS, "std", "runs", "tasks",
-         "tokens", "cost_usd", "paper"]]
+         NO_ENTRY, "tokens", "cost_usd", "paper"]]
+    table.attrs["notes"] = [TEXT_NOTE]
+    return table
 
 
 def settings_of(table_name: str, table: pd.DataFrame) -> list[str]:
     """The setting of each aggregated row (amd.analysis.reference.setting)."""
-    return [setting(table_name, row.protocol, row.temperature) for row in table.itertuples()]
+    return [setting(table_name, row.protocol, row.temperature, getattr(row, "variant", None))
+            for row in table.itertuples()]
 
 
 def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +191,8 @@ def table3_teacher(runs: pd.DataFrame) -> pd.DataFrame:
                       ["benchmark", "teacher", "writer", "student", "protocol"])
     for row in cells.itertuples():
         rows.append({"benchmark": row.benchmark, "teacher": row.teacher, "writer": row.writer, "acting": row.student,
-                     "protocol": row.protocol, "setting": setting("table3_teacher", row.protocol, row.temperature),
+                     "protocol": row.protocol,
+                     "setting": setting("table3_teacher", row.protocol, row.temperature, row.variant),
                      **cell_success(row), "runs": row.runs, "tasks": row.tasks, "tokens": row.tokens,
                      "cost_usd": row.cost_usd, "paper": paper_value(reference, "table3_teacher", row, proposed, models)})
     if not rows:
@@ -197,7 +210,8 @@ def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
     table["mean ± std"] = [f"{row.success:.2f} ± " + (f"{row.std:.2f}" if row.runs >= 2 else "—")
                            for row in table.itertuples()]
     repeats = list(range(2, int(table["runs"].max()) + 1))
-    verdicts = [_verdicts_by_task(cell) for _, cell in students.groupby(keys, dropna=False, sort=False)]  # as aggregate
+    verdicts = [_verdicts_by_task(cell) for _, cell in students.groupby(cell_keys(students, keys), dropna=False,
+                                                                         sort=False)]  # as aggregate
     for k in repeats:
         table[f"pass^{k}"] = [pass_hat_k(by_task, k) for by_task in verdicts]
     table = order_by(table, "memory", MEMORY_ORDER)
@@ -239,6 +253,24 @@ def table6_protocols(runs: pd.DataFrame) -> pd.DataFrame:
          "cost_usd"]]
     table.attrs["notes"] = [NOT_IN_THE_PAPER_TEXT.format(
         table="Table 6", said="; §B.3 describes them in words only")]
+    return table
+
+
+def retrieval_delta(runs: pd.DataFrame) -> pd.DataFrame:
+    """What retrieval saw (δ's grip on memory), per memory run cell and memory type: the share of retrieval queries
+    that found no entry at or above the minimum similarity δ, and the similarities of what was injected."""
+    students = student_runs(runs)
+    memory = students[students["role"] != "zero_shot"]
+    if memory.empty:
+        raise AmdError("retrieval_delta: no memory runs among --runs")
+    cells = aggregate(memory, ["benchmark", "student", "memory", "protocol", "teacher", "k_text"])
+    rows = [{"benchmark": cell.benchmark, "student": cell.student, "memory": cell.memory, "protocol": cell.protocol,
+             "setting": setting("retrieval_delta", cell.protocol, cell.temperature, cell.variant), "teacher": cell.teacher,
+             "k": cell.k_text, "type": type_name, **retrieval_summary(item), "runs": cell.runs}
+            for cell in order_by(cells, "memory", MEMORY_ORDER).itertuples()
+            for type_name, item in cell.retrieval.items()]
+    table = pd.DataFrame(rows, columns=RETRIEVAL_COLUMNS)
+    table.attrs["notes"] = [RETRIEVAL_NOTE]
     return table
 
 

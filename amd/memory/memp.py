@@ -176,10 +176,10 @@ class AveFactHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         keywords = student_keywords(task)
         mean_keyword = np.mean(self.embedder.embed(keywords), axis=0)  # unit vectors: mean cosine = dot with mean
-        hits = self.bank.search(PROCEDURE, mean_keyword, self.settings.k[PROCEDURE], self.settings.delta[PROCEDURE],
-                                self.excluded(task))
-        query = ", ".join(keywords)
-        return Injection(render_block([entry for entry, _ in hits]), injection_records(PROCEDURE, hits, query))
+        query, queries = ", ".join(keywords), []
+        hits = self.search_vector(PROCEDURE, mean_keyword, task, query, queries)
+        return Injection(render_block([entry for entry, _ in hits]), injection_records(PROCEDURE, hits, query),
+                         queries=queries)
 
 
 def student_keywords(task: TaskContext) -> list[str]:

@@ -140,10 +140,22 @@ class BankHooks:
                            "(amd.memory.protocols.eval_task_ids)")
         return excluded
 
-    def search(self, type_name: str, query: str, task: TaskContext) -> list[tuple[dict, float]]:
-        vector = self.embedder.embed_one(query)
-        return self.bank.search(type_name, vector, self.settings.k[type_name], self.settings.delta[type_name],
-                                self.excluded(task))
+    def search(self, type_name: str, query: str, task: TaskContext,
+               queries: list | None = None) -> list[tuple[dict, float]]:
+        """The top-k entries for `query` at or above δ that the task may see; `queries` (an Injection's) gets
+        what the search saw (query_record)."""
+        return self.search_vector(type_name, self.embedder.embed_one(query), task, query, queries)
+
+    def search_vector(self, type_name: str, vector, task: TaskContext, query: str,
+                      queries: list | None = None) -> list[tuple[dict, float]]:
+        """`search` by a query vector (`query`: its text, as recorded)."""
+        excluded = self.excluded(task)
+        hits = self.bank.search(type_name, vector, self.settings.k[type_name], self.settings.delta[type_name],
+                                excluded)
+        if queries is not None:
+            best = hits or self.bank.search(type_name, vector, 1, None, excluded)  # a miss: how far below δ
+            queries.append(query_record(type_name, query, len(hits), best[0][1] if best else None))
+        return hits
 
 
 def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
@@ -151,6 +163,12 @@ def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str
              "source_group": entry["source_group"],
              **({"source_teacher": entry["source_teacher"]} if "source_teacher" in entry else {}),
              "similarity": round(float(score), 6), "query": query} for entry, score in hits]
+
+
+def query_record(type_name: str, query: str, found: int, best: float | None) -> dict:
+    """What one retrieval query saw (a trajectory's `memory_queries` item): entries found (at or above δ, at most
+    k) and the best similarity among the entries the task may see, below δ alike (None: it may see none)."""
+    return {"type": type_name, "query": query, "found": found, "best": None if best is None else round(float(best), 6)}
 
 
 def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: dict | None = None,

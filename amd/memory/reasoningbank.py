@@ -176,9 +176,10 @@ def _item(title: str, description: str, content: str) -> dict:
 
 class ReasoningHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
-        hits = self.search(REASONING, task.instruction, task)
+        queries = []
+        hits = self.search(REASONING, task.instruction, task, queries)
         return Injection(render_block([entry for entry, _ in hits]),
-                         injection_records(REASONING, hits, task.instruction))
+                         injection_records(REASONING, hits, task.instruction), queries=queries)
 
 
 def render_block(entries: list[dict]) -> str:

@@ -45,7 +45,7 @@ from amd.memory.baselines import (
     run_text,
     typed_call,
 )
-from amd.memory.method import BankHooks, injection_records
+from amd.memory.method import BankHooks, injection_records, query_record
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, steps_of
 from amd.memory.writing import json_array_in
 from amd.prompts import load_prompt
@@ -272,24 +272,25 @@ class StageHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         plan = student_plan(task)
         queries = self.embedder.embed([description for _, description in plan])
-        blocks, records = [], []
+        blocks, records, seen = [], [], []
         for (stage, description), query in zip(plan, queries):
-            hits = self.stage_search(stage, query, task)
+            hits = self.stage_search(stage, query, task, f"{stage}: {description}", seen)
             blocks += [f"[{stage} phase]\n{entry['experience']}" for entry, _ in hits]
             records += injection_records(STAGE, hits, f"{stage}: {description}")
         text = load_prompt("memory_block_sasm").format(experiences="\n\n".join(blocks)).strip() if blocks else ""
-        return Injection(text, records)
+        return Injection(text, records, queries=seen)
 
-    def stage_search(self, stage: str, query: np.ndarray, task: TaskContext) -> list[tuple[dict, float]]:
+    def stage_search(self, stage: str, query: np.ndarray, task: TaskContext, text: str,
+                     queries: list) -> list[tuple[dict, float]]:
         """Top-k entries of `stage` only, by cosine to `query`, at least δ, never one the protocol hides from the
-        task."""
+        task; `queries` gets what the search saw (`text`: the query's)."""
         excluded, entries = self.excluded(task), self.bank.entries[STAGE]
         rows = [row for row in self.rows_by_stage[stage] if not excluded.hides(entries[row])]
         delta = self.settings.delta[STAGE]
-        scored = [(row, score) for row, score in zip(rows, (self.vectors[rows] @ query).tolist())
-                  if delta is None or score >= delta]
-        ranked = sorted(scored, key=lambda pair: (-pair[1], pair[0]))[: self.settings.k[STAGE]]
-        return [(entries[row], score) for row, score in ranked]
+        ranked = sorted(zip(rows, (self.vectors[rows] @ query).tolist()), key=lambda pair: (-pair[1], pair[0]))
+        found = [(row, score) for row, score in ranked if delta is None or score >= delta][: self.settings.k[STAGE]]
+        queries.append(query_record(STAGE, text, len(found), ranked[0][1] if ranked else None))
+        return [(entries[row], score) for row, score in found]
 
 
 def student_plan(task: TaskContext) -> list[tuple[str, str]]:

@@ -22,6 +22,10 @@ def check_names(grid) -> None:
                 if name not in known:
                     raise ConfigError(f"config: experiments.{experiment}.{section}: {name!r} is not defined "
                                       f"under `{section}`")
+        variant = grid.config["experiments"][experiment].get("variant")
+        if variant is not None and variant not in grid.config.get("variants", {}):
+            raise ConfigError(f"config: experiments.{experiment}.variant: {variant!r} is not defined under "
+                              "`variants`")
         for cell in grid.cells(experiment):
             _check_settings(grid, experiment, cell)
             own = cell["writer"] == cell["teacher"]  # each teacher writes its own memory, a pool's members too

@@ -53,6 +53,7 @@ def config_schema() -> dict:
     defs["embedder_spec"]["pattern"] = rf"^(?:{_alternatives(EMBEDDERS.names())}):.+$"
     _add_memory_options(schema["properties"]["defaults"]["properties"]["memory_options"])
     _add_benchmark_harness(schema)
+    _add_variant_options(schema)
     _add_settings(schema)
     return schema
 
@@ -68,6 +69,14 @@ def _add_benchmark_harness(schema: dict) -> None:
         spec.name: {"type": "object", "additionalProperties": False, "properties": {
             name: option.schema() for name, option in spec.build_options.items() if name not in _setting_options(spec)}}
         for spec in method_specs()}}
+
+
+def _add_variant_options(schema: dict) -> None:
+    """A harness variant's run options, for all benchmarks and per benchmark, as under defaults.memory_options."""
+    memory_options = schema["properties"]["defaults"]["properties"]["memory_options"]
+    variant = schema["properties"]["variants"]["additionalProperties"]["properties"]
+    for entry in (variant, variant["benchmarks"]["additionalProperties"]["properties"]):
+        entry["memory_options"] = memory_options | entry["memory_options"]
 
 
 def _setting_options(spec) -> set[str]:

@@ -25,7 +25,7 @@ from amd.vocabulary import (
 )
 from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
-from amd.workflow.config import ConfigError, validate_config
+from amd.workflow.config import ConfigError, merge_configs, validate_config
 from amd.workflow.named import makers, own_experiments, refusal
 from amd.workflow.servers import ServerPlan, server_agent, solo_server
 
@@ -116,14 +116,22 @@ class Grid:
         """A benchmark's own values of `key` (run, memory_options, build_options, k, delta): its harness."""
         return self.config["benchmarks"][benchmark].get(key, {})
 
-    def base_k(self, benchmark: str) -> dict:
-        """k per type code: the benchmark's over the config's defaults over the types' own."""
+    def variant(self, name: str | None, benchmark: str, key: str) -> dict:
+        """A harness variant's values of `key` (k, delta, memory_options) for a benchmark: its own for all
+        benchmarks, the benchmark's entry over them ({} for the release's harness, `name` None)."""
+        if not name:
+            return {}
+        entry = self.config["variants"][name]
+        return merge_configs(entry.get(key, {}), entry.get("benchmarks", {}).get(benchmark, {}).get(key, {}))
+
+    def base_k(self, benchmark: str, variant: str | None = None) -> dict:
+        """k per type code: the variant's over the benchmark's over the config's defaults over the types' own."""
         return ({code: t.default_k for code, t in memory_types().items()} | self.config["defaults"]["k"]
-                | self.harness(benchmark, "k"))
+                | self.harness(benchmark, "k") | self.variant(variant, benchmark, "k"))
 
     def k_values(self, experiment: str, memcfg: str, benchmark: str) -> list[dict]:
         """The k settings of one memory config: the default, or the default with one type varied (`vary_k`)."""
-        base = self.base_k(benchmark)
+        base = self.base_k(benchmark, self.config["experiments"][experiment].get("variant"))
         varied = [base]
         for code in self.codes(memcfg):
             varied += [base | {code: value} for value in self.config["experiments"][experiment].get("vary_k", [])]
@@ -146,6 +154,9 @@ class Grid:
                 cell["writer"] = cell["teacher"]
             cell["method"] = memory_config(cell["memcfg"]).method
             cell["probe"] = self.config["experiments"][experiment].get("probe", False)
+            # a harness variant applies to memory runs; zero-shot runs are the release's, shared
+            cell["variant"] = layout.variant_part(self.config["experiments"][experiment].get("variant")
+                                                  if cell["method"] else None)
             for built in self.build_values(experiment, cell["method"]):
                 for k in self.k_values(experiment, cell["memcfg"], cell["benchmark"]) if cell["method"] else [{}]:
                     yield cell | built | {"k": k}
@@ -375,12 +386,14 @@ class Grid:
         defaults = self.config["defaults"]
         config = memory_config(wildcards.memcfg)
         split_seed = defaults["split_seed"] if wildcards.protocol in CROSS_SPLITS else None
+        variant = layout.variant_name(wildcards.get("variant", ""))
         options = (defaults.get("memory_options", {}).get(config.method, {})
-                   | self.harness(wildcards.benchmark, "memory_options").get(config.method, {}))
+                   | self.harness(wildcards.benchmark, "memory_options").get(config.method, {})
+                   | self.variant(variant, wildcards.benchmark, "memory_options").get(config.method, {}))
         if "prefer" in self.pools().get(wildcards.teacher, {}):
             options = options | {PREFER_TEACHER: self.pools()[wildcards.teacher]["prefer"]}
         delta = (defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
-                 | self.harness(wildcards.benchmark, "delta"))
+                 | self.harness(wildcards.benchmark, "delta") | self.variant(variant, wildcards.benchmark, "delta"))
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
                                  layout.parse_k(wildcards.k), delta, split_seed, options)
 

@@ -31,7 +31,7 @@ from amd.errors import AmdError
 from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.amd.spec import RUN_OPTIONS
-from amd.memory.method import BankHooks, injection_records
+from amd.memory.method import BankHooks, injection_records, query_record
 from amd.prompts import benchmark_prompt
 
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
@@ -97,22 +97,22 @@ class AmdHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         with self._errors_lock:
             self._function_errors.pop(task.task_id, None)
-        blocks, records, details = [], [], {}
+        blocks, records, details, queries = [], [], {}, []
         if "workflow" in self.types:
-            hits = self.search("workflow", task.instruction, task)
+            hits = self.search("workflow", task.instruction, task, queries)
             blocks.append(self._block("workflow", hits))
             records += injection_records("workflow", hits, task.instruction)
         if "subtask" in self.types and not self.per_turn_subtasks:
             labels, details = self._labels(task)
             seen, hits_by_label = set(), []
             for label in labels:
-                fresh = [(e, s) for e, s in self.search("subtask", label, task) if e["id"] not in seen]
+                fresh = [(e, s) for e, s in self.search("subtask", label, task, queries) if e["id"] not in seen]
                 seen.update(e["id"] for e, _ in fresh)
                 hits_by_label.append((label, fresh))
             blocks.append(self._block("subtask", [hit for _, hits in hits_by_label for hit in hits]))
             records += [r for label, hits in hits_by_label for r in injection_records("subtask", hits, label)]
         return Injection("\n\n".join(block for block in blocks if block), records, details,
-                         first=self.placement == "before")
+                         first=self.placement == "before", queries=queries)
 
     def _labels(self, task: TaskContext) -> tuple[list[str], dict]:
         """The subtask queries, and what a checked decomposition records."""
@@ -127,9 +127,10 @@ class AmdHooks(BankHooks):
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
             return Injection()
-        hits = self.search("subtask", message, task)
+        queries = []
+        hits = self.search("subtask", message, task, queries)
         return Injection(self._block("subtask", hits), injection_records("subtask", hits, message),
-                         in_system=self.subtasks_in_system)
+                         in_system=self.subtasks_in_system, queries=queries)
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
@@ -141,11 +142,12 @@ class AmdHooks(BankHooks):
         earlier = self._count_errors(task, names)
         excluded = self.excluded(task)
         entries = self.bank.entries["function"]
-        query, hits, records, withheld = None, [], [], []
+        query, hits, records, withheld, queries = None, [], [], [], []
         for name in names:
             rows = [row for row in dict.fromkeys(self.by_name.get(name, []))
                     if not excluded.hides(entries[row]) and all(row != r for r, _ in hits)]
             if not rows:
+                queries.append(query_record("function", name, 0, None))  # no record of the function to show
                 continue
             if self.fn_gate == "repeat" and earlier[name] == 0:
                 withheld.append(name)
@@ -157,8 +159,10 @@ class AmdHooks(BankHooks):
             ranked = [(rows[i], scores[i]) for i in order]
             hits += ranked
             records += injection_records("function", [(entries[r], s) for r, s in ranked], name)
+            queries.append(query_record("function", name, len(ranked), ranked[0][1]))
         details = {"fn_gate": {"withheld": withheld}} if withheld else {}
-        return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records, details)
+        return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records, details,
+                         queries=queries)
 
     def episode_end(self, task: TaskContext, record: dict) -> None:
         with self._errors_lock:
