@@ -2,6 +2,7 @@
 system prompt (through `amd run bfcl` on a scripted server), function docs in hints, benchmark-specific prompts,
 trimmed insights and longer observations in a bank, the first code block, history trimming, AppWorld's options."""
 
+import itertools
 import json
 import shlex
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_the_paper_texts_bfcl_subtask_memory_decomposes_the_instruction_once_bef
     grid = Grid(paper)
     cell = next(c for c in grid.cells("paper_text") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
     planned = shlex.split(grid.memory_args(Wildcards(cell | {"k": "wf1_st1_fn1"})))
-    options = [word for flag, word in zip(planned, planned[1:]) if flag == "--memory-option"]
+    options = [word for flag, word in itertools.pairwise(planned) if flag == "--memory-option"]
     assert "per_turn=false" in options
     labels = ["list the current folder", "move the requested file"]
 
