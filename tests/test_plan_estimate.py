@@ -22,6 +22,7 @@ from amd.analysis import layout
 from amd.workflow.estimate import Pricing
 from amd.workflow.grid import Grid
 from amd.workflow.jobs import Job
+from amd.workflow.serving import Server, ServingModel, Work, node_wall_hours
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = [f"multi_turn_base_{i}" for i in (3, 21, 47, 88, 130, 161)]
@@ -126,26 +127,49 @@ def test_the_estimate_matches_the_requests_of_real_runs_within_ten_percent(workd
     assert "Cost estimate" in summary and "| all" in summary
 
 
-def test_dollars_from_the_price_table_and_gpu_hours_from_the_throughput_of_served_agents():
+GPU = {"memory_gb": 80, "hbm_tb_per_s": 2.0, "bf16_tflops": 100, "bandwidth_efficiency": 0.5,
+       "compute_efficiency": 0.5, "startup_s": 60, "source": "test"}
+
+
+def test_dollars_from_the_price_table_and_gpu_hours_from_the_serving_model():
     config = small_config("http://127.0.0.1:9/v1")
     config["teachers"]["hosted"] = {"spec": "openai:some-model"}
     config["students"]["served"] = {"spec": "vllm:Some/Model", "serve": {"gpus": 2}}
     config["estimate"] = {
         "prices": {"openai:some-model": {"input": 2.0, "cached_input": 0.5, "output": 8.0, "source": "test"}},
-        "throughput": {"served": {"prompt_tokens_per_s": 1000, "completion_tokens_per_s": 100, "startup_s": 60,
-                                  "source": "test"}}}
+        "gpu": GPU, "models": {"vllm:Some/Model": {"params_b": 1.0, "kv_kib_per_token": 1.0, "source": "test"}}}
     pricing = Pricing(Grid(config))
     figures = {"requests": 10, "prompt": 1_000_000, "completion": 100_000, "cached_prompt": 400_000}
     hosted = Job("t", "teacher", "bfcl", "hosted", "openai:some-model")
     assert pricing.dollars(hosted.spec, figures) == pytest.approx(0.6 * 2.0 + 0.4 * 0.5 + 0.1 * 8.0)
     served = Job("s", "student", "bfcl", "served", "vllm:Some/Model")
-    seconds = 60 + 600_000 / 1000 + 100_000 / 100
-    assert pricing.gpu_hours(served, {"gpus": 2}, figures) == pytest.approx(seconds / 3600 * 2)
+    # one request in flight: each of the 100k written tokens streams the 2 GB of weights and its ~105k tokens of KV
+    # at 0.5 x 2 TB/s x 2 GPUs; 700k uncached prompt and written tokens at 2 GFLOP each, 0.5 x 100 TFLOPS x 2
+    memory_s = (100_000 * 2e9 + 100_000 * 105_000 * 1024) / 2e12
+    compute_s = 2e9 * 700_000 / 1e14
+    assert pricing.gpu_hours(served, {"gpus": 2}, figures) == pytest.approx((60 + memory_s + compute_s) * 2 / 3600)
     assert pricing.dollars(served.spec, figures) == 0.0  # a served model costs GPU time, not a price
     assert pricing.dollars("openai:unpriced", figures) is None
-    assert pricing.gpu_hours(Job("s", "student", "bfcl", "scripted", "x"), {"gpus": 1}, figures) is None
+    assert pricing.gpu_hours(Job("s", "student", "bfcl", "scripted", "vllm:Other/Model"), {"gpus": 1}, figures) is None
     assert any('estimate.prices["openai:unpriced"]' in note for note in pricing.notes)
-    assert any("estimate.throughput.scripted" in note for note in pricing.notes)
+    assert any('estimate.models["vllm:Other/Model"].params_b' in note for note in pricing.notes)
+
+
+def test_a_shared_server_decodes_more_sequences_per_step_until_its_kv_cache_is_full():
+    model = ServingModel({"estimate": {"gpu": GPU, "models": {"m": {"params_b": 8.0, "kv_kib_per_token": 128}}}})
+    work = {"requests": 1000, "prompt": 8e6, "cached": 7e6, "completion": 1e5}
+    alone, shared, crowded = (model.busy_s("m", 1, Work(**work, in_flight=n)) for n in (8, 64, 4096))
+    assert shared < alone  # the weights are streamed once per step for more sequences than 8
+    assert crowded == pytest.approx(shared)  # 64 sequences of 8.1k tokens already fill the KV cache (about 53)
+    assert model.busy_s("m", 2, Work(**work, in_flight=64)) < shared  # two GPUs: more bandwidth, more KV room
+
+
+def test_a_node_runs_servers_a_depth_after_the_one_before_longest_first():
+    servers = [Server("a", "m", 1, 0, Work()), Server("b", "m", 1, 0, Work()), Server("c", "m", 1, 0, Work()),
+               Server("late", "m", 2, 1, Work())]
+    hours = {"a": 3.0, "b": 2.0, "c": 1.0, "late": 4.0}  # GPU-hours: `late` holds 2 GPUs for 2 hours
+    assert node_wall_hours(servers, hours, 2) == 3.0 + 2.0  # a | b then c, then late after depth 0 ends
+    assert node_wall_hours(servers, hours, 8) == 3.0 + 2.0  # more GPUs: depth 0 still ends at 3
 
 
 def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workdir):
@@ -168,15 +192,19 @@ def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workd
     assert teacher["source"] == "same memory" and teacher["requests"] == 200 * steps  # a teacher acts zero-shot
     prompt, completion = 200 * record["tokens"]["prompt"], 200 * record["tokens"]["completion"]
     assert teacher["usd"] == pytest.approx((prompt * 0.25 + completion * 2.00) / 1e6)
-    assert qwen["gpu_hours"].isna().all()  # throughput null in paper.yaml: unknown, not guessed
-    appworld = table[table["benchmark"] == "appworld"]
-    assert appworld["requests"].isna().all() and (appworld.loc[appworld["kind"] == "teacher", "tasks"] == 168).all()
+    assert (qwen["gpu_hours"] > 0).all()  # paper.yaml's serving model: an H100, Qwen3-4B's size
+    appworld = table[table["benchmark"] == "appworld"]  # no run, no pilot: the config's prior, named as such
+    runs = appworld[appworld["kind"] != "bank"]
+    assert (runs["source"] == "config").all() and (runs.loc[runs["kind"] == "teacher", "tasks"] == 168).all()
+    assert (runs.loc[runs["kind"] == "teacher", "requests"] == 168 * 20).all()
     pooled = table[table.index.str.contains("gpt_pool")]  # a pool's bank joins its members' banks: no model calls
     assert len(pooled) and (pooled["kind"] == "student").all()
     assert {"results/appworld/teacher-gpt55/trajectories.jsonl", "results/appworld/bank/amd/gpt55-gpt55-te3small-amd",
             "results/appworld/bank/amd/gpt5mini-gpt5mini-te3small-amd"} <= set(table.index)
     written = (where / "estimate.md").read_text()
-    assert "no throughput for served agent qwen3_4b" in written and 'estimate.prices["openai:gpt-5.5"]' not in written
+    assert 'estimate.prices["openai:gpt-5.5"]' not in written
+    servers = written.split("**Model servers", 1)[1]
+    assert "with figures from runs (pilots included)" in servers and "one server per batch (the workflow)" in servers
     done = amd("amd plan --configfile config/paper.yaml", env)  # the jobs alone
     assert "appworld: cannot list its tasks here" in done.stderr and "| student" in done.stdout
 

@@ -3,8 +3,8 @@
 Jobs are the grid's teacher runs, memory builds, student runs and probe runs (amd.workflow.grid). For each one,
 --estimate gives the model replies it needs (one request each with an empty response cache; retries are not
 foreseen), their prompt and completion tokens, US dollars for hosted models (`estimate.prices`) and GPU-hours for
-the agents a job serves itself (`serve:`; `estimate.throughput`). A figure the config does not give is unknown,
-never guessed.
+the agents the workflow serves (`serve:`; amd.workflow.serving, from `estimate.gpu` and `estimate.models`), per job
+on a server of its own and per plan of servers. A figure the config does not give is unknown, never guessed.
 
 A run job's figures, per task, come from the first of these sources that has any (README, "Cost estimate"):
   run                     the job's own run file: a task finished there costs nothing more (a rerun skips it)
@@ -29,6 +29,7 @@ from amd.analysis.runs import model_name
 from amd.errors import AmdError
 from amd.vocabulary import ZERO_SHOT
 from amd.workflow.jobs import Job, TaskPools, grid_jobs
+from amd.workflow.serving import ServingModel, Work
 
 log = logging.getLogger("amd.plan")
 
@@ -148,8 +149,9 @@ def _configured(job: Job, grid) -> tuple[dict, dict | None]:
                                                                "completion_tokens_per_reply"))
     if replies is None or prompt is None or completion is None:
         return {}, None
+    new = given.get("new_prompt_tokens_per_reply", prompt)  # the rest a server's prefix cache holds
     return {}, {"replies": replies, "prompt": replies * prompt, "completion": replies * completion,
-                "cached_prompt": 0} | dict.fromkeys(MEMORY, 0)
+                "cached_prompt": replies * (prompt - new)} | dict.fromkeys(MEMORY, 0)
 
 
 def _bank_figures(job: Job, jobs: list[Job]) -> tuple[str, dict, dict, int]:
@@ -197,13 +199,13 @@ def _total(figures: list[dict]) -> dict:
 
 
 class Pricing:
-    """Dollars of hosted models (`openai:` specs) from `estimate.prices`, GPU-hours of served agents from
-    `estimate.throughput` (the agent's own entry, else `default`) and its `serve.gpus`."""
+    """Dollars of hosted models (`openai:` specs) from `estimate.prices`, GPU-hours of served agents from the
+    serving model (`estimate.gpu`, `estimate.models`) and their `serve.gpus`."""
 
     def __init__(self, grid):
         self.grid = grid
         self.prices = grid.config.get("estimate", {}).get("prices", {})
-        self.throughput = grid.config.get("estimate", {}).get("throughput", {})
+        self.serving = ServingModel(grid.config)
         self.notes: list[str] = []
 
     def row(self, job: Job, source: str, total: dict, to_run: dict, done: int) -> dict:
@@ -211,7 +213,8 @@ class Pricing:
         return {"job": job.path, "kind": job.kind, "benchmark": job.benchmark, "agent": job.agent,
                 "spec": job.spec, "memory": job.memcfg, "tasks": job.n_tasks, "tasks_done": done, "source": source,
                 "requests": total.get("requests"), "prompt_tokens": total.get("prompt"),
-                "completion_tokens": total.get("completion"), "usd": self.dollars(job.spec, total),
+                "completion_tokens": total.get("completion"), "cached_prompt_tokens": total.get("cached_prompt"),
+                "usd": self.dollars(job.spec, total),
                 "gpu_hours": self.gpu_hours(job, served, total), "requests_to_run": to_run.get("requests"),
                 "usd_to_run": self.dollars(job.spec, to_run), "gpu_hours_to_run": self.gpu_hours(job, served, to_run)}
 
@@ -233,19 +236,19 @@ class Pricing:
                 + figures["completion"] * price["output"]) / 1e6
 
     def gpu_hours(self, job: Job, served: dict | None, figures: dict) -> float | None:
+        """The job on a server of its own (amd.workflow.serving), its requests in flight its concurrency."""
         if served is None or not figures:
             return 0.0 if figures else None
         if not figures["requests"]:
             return 0.0
-        rate = self.throughput.get(job.agent) or self.throughput.get("default")
-        needed = ("prompt_tokens_per_s", "completion_tokens_per_s", "startup_s")
-        if rate is None or any(rate[key] is None for key in needed):
-            self.notes.append(f"no throughput for served agent {job.agent}: fill in estimate.throughput."
-                              f"{job.agent} (or default): {', '.join(needed)} and their source")
+        missing = self.serving.missing(job.spec)
+        if missing:
+            self.notes.append(f"no GPU-hours for served agent {job.agent}: fill in {', '.join(missing)} (and their "
+                              "source)")
             return None
-        seconds = (rate["startup_s"] + (figures["prompt"] - figures["cached_prompt"]) / rate["prompt_tokens_per_s"]
-                   + figures["completion"] / rate["completion_tokens_per_s"])
-        return seconds / 3600 * served.get("gpus", 1)
+        load = self.grid.servers.nodes[job.path].load if job.path in self.grid.servers.nodes else 1
+        work = Work(figures["requests"], figures["prompt"], figures["cached_prompt"], figures["completion"], load)
+        return self.serving.hours(job.spec, served.get("gpus", 1), work)
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:

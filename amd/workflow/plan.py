@@ -13,6 +13,7 @@ from amd.workflow.config import ConfigError, merge_configs
 from amd.workflow.estimate import estimate, summarize
 from amd.workflow.jobs import TaskPools, grid_jobs, job_counts, job_table
 from amd.workflow.named import experiment_table
+from amd.workflow.serving import plans
 
 DEFAULT_CONFIG = "config/config.yaml"  # the Snakefile's own configfile, under every --configfile
 
@@ -24,6 +25,8 @@ def register(subparsers) -> None:
                       help=f"config files merged in order over {DEFAULT_CONFIG} (where it is), as Snakemake does")
     plan.add_argument("--config-json", help="the whole config as JSON instead (the workflow's estimate_cost rule)")
     plan.add_argument("--estimate", action="store_true", help="estimate requests, tokens, dollars and GPU-hours")
+    plan.add_argument("--node-gpus", type=int, help="with --estimate: the wall time of the served jobs on a node of "
+                      "this many GPUs (default: estimate.node_gpus, else 8)")
     plan.add_argument("--runs", nargs="+", default=[],
                       help="more run files to take per-task figures from (e.g. a pilot run outside results/)")
     plan.add_argument("--out", nargs=2, metavar=("CSV", "MD"), help="also write every job's row here")
@@ -49,32 +52,41 @@ def plan_from_args(args) -> int:
         grid = Grid(load_config(args.configfile, args.config_json))
     except ConfigError as error:
         raise AmdError(str(error)) from None
+    servers, basis = pd.DataFrame(), ""
     if args.estimate:
         table, notes = estimate(grid, args.runs)
         summary = summarize(table)
+        node_gpus = args.node_gpus or grid.config.get("estimate", {}).get("node_gpus", 8)
+        servers, basis, server_notes = plans(grid, table, node_gpus)
+        notes += server_notes
     else:
         pools = TaskPools(grid)
         table = job_table(grid_jobs(grid, pools))
         summary, notes = job_counts(table), pools.notes
     experiments = pd.DataFrame(experiment_table(grid.config["experiments"]))
     print(_markdown(summary, ",.2f"))
+    if len(servers):
+        print(f"\n{SERVERS_TITLE} ({basis})\n\n{_markdown(servers, ',.1f')}")
     print(f"\n{EXPERIMENTS_TITLE}\n\n{_markdown(experiments, '.1f')}")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write(table, summary, experiments, notes, *args.out)
+        write(table, summary, experiments, notes, *args.out, servers=(servers, basis))
     return 0
 
 
+SERVERS_TITLE = "Model servers of the served jobs: one per job, as each job started its own, against one per batch"
 EXPERIMENTS_TITLE = ("Experiments (built by `all`, or by name: snakemake results/tables/NAME.md; measured: "
                      "snakemake --cores 2 OUTPUT from an empty results/)")
 
 
 def write(table: pd.DataFrame, summary: pd.DataFrame, experiments: pd.DataFrame, notes: list[str], csv_path,
-          md_path) -> None:
+          md_path, servers: tuple[pd.DataFrame, str] = (pd.DataFrame(), "")) -> None:
     table.to_csv(csv_path, index=False)
+    frame, basis = servers
     lines = ["**Cost estimate of the config's grid, before launch (amd plan --estimate)**", "",
              _markdown(summary, ",.2f"), "",
+             *([f"**{SERVERS_TITLE}** ({basis})", "", _markdown(frame, ",.1f"), ""] if len(frame) else []),
              f"**{EXPERIMENTS_TITLE}**", "", _markdown(experiments, ".1f"),
              "", *(f"Note: {note}" for note in notes), "",
              _markdown(table, ",.2f"), ""]
