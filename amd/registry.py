@@ -90,9 +90,10 @@ def load_target(target: str):
 BENCHMARKS = Registry("benchmark", groups={"amd.benchmarks": {}})
 BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
 # meta `setup`: a make target that prepares what the benchmark needs beside amd's environment (the workflow runs it
-# before the benchmark's first job).
+# before the benchmark's first job); meta `model_options`: its options whose value is a model spec (amd.llm.specs),
+# checked with the config's agents before any job runs.
 BENCHMARKS.add("appworld", "amd.benchmarks.appworld:AppWorld", setup="appworld-venv")
-BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox")
+BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox", model_options=("user_model",))
 # An extension: AgentDojo is not one of the paper's benchmarks (options: suite=banking,slack,...).
 BENCHMARKS.add("agentdojo", "amd.benchmarks.agentdojo:AgentDojo")
 

@@ -1,4 +1,5 @@
-# Stage 5: the paper's tables and figures, made from trajectory files beside the paper's own numbers.
+# Stage 5: the paper's tables and figures, made from trajectory files beside the paper's own numbers; each config's
+# in its own place (grid.own_path: results/ for the embedded default, results/NAME/ for another).
 
 
 rule make_table:
@@ -6,16 +7,16 @@ rule make_table:
         runs=lambda wc: grid.output_runs(wc.table),
     output:
         csv=report(
-            layout.TABLE.replace("{ext}", "csv"),
+            grid.own_path(layout.TABLE).replace("{ext}", "csv"),
             caption="../report/table.rst",
             category="Tables",
             labels={"table": "{table}", "format": "csv"},
         ),
-        md=layout.TABLE.replace("{ext}", "md"),
+        md=grid.own_path(layout.TABLE).replace("{ext}", "md"),
     log:
-        "results/logs/tables/{table}.log",
+        grid.own_path("results/logs/tables/{table}.log"),
     benchmark:
-        "results/benchmarks/tables/{table}.tsv"
+        grid.own_path("results/benchmarks/tables/{table}.tsv")
     conda:
         "../environment.yml"
     threads: 1
@@ -33,15 +34,15 @@ rule make_figure:
         runs=lambda wc: grid.output_runs(wc.figure),
     output:
         report(
-            layout.FIGURE,
+            grid.own_path(layout.FIGURE),
             caption="../report/figure.rst",
             category="Figures",
             labels={"figure": "{figure}"},
         ),
     log:
-        "results/logs/figures/{figure}.log",
+        grid.own_path("results/logs/figures/{figure}.log"),
     benchmark:
-        "results/benchmarks/figures/{figure}.tsv"
+        grid.own_path("results/benchmarks/figures/{figure}.tsv")
     conda:
         "../environment.yml"
     threads: 1

@@ -1,10 +1,14 @@
 # The grid and every job's command-line pieces come from amd.workflow (amd/workflow/grid.py), which checks the
 # config first; paths come from amd/analysis/layout.py. Each job gets as params only the slice of config it uses.
+# The config: config/base.yaml, then config/config.yaml (the embedded default) unless the --configfile files (here
+# `config`, merged by Snakemake) give a `name` of their own, then those files (amd.workflow.config.active_config).
 
 from amd.analysis import layout
-from amd.workflow.grid import Grid, benchmark_path, log_path
+from amd.workflow.grid import benchmark_path, log_path, workflow_grid
+from amd.workflow.scripts import find_amd_beside_python
 
-grid = Grid(config)
+grid = workflow_grid(config)
+find_amd_beside_python()
 
 
 wildcard_constraints:

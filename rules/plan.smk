@@ -4,10 +4,10 @@
 
 rule estimate_cost:
     output:
-        csv=layout.ESTIMATE.replace("{ext}", "csv"),
-        md=layout.ESTIMATE.replace("{ext}", "md"),
+        csv=grid.own_path(layout.ESTIMATE).replace("{ext}", "csv"),
+        md=grid.own_path(layout.ESTIMATE).replace("{ext}", "md"),
     log:
-        "results/logs/plan/estimate.log",
+        grid.own_path("results/logs/plan/estimate.log"),
     conda:
         "../environment.yml"
     threads: 1

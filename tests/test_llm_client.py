@@ -282,6 +282,34 @@ def test_openai_without_a_key_is_a_one_line_error(monkeypatch):
         open_model("openai:gpt-4o")
 
 
+def test_endpoints_of_their_own_with_keys_of_their_own_coexist(monkeypatch, cache_root, caplog):
+    """A teacher and a user simulator on two OpenAI-compatible endpoints, each with the key its spec names; the
+    OpenAI key goes to neither, and no key is written anywhere."""
+    keys = {"FIRST_ENDPOINT_KEY": "sk-first-5e1f", "SECOND_ENDPOINT_KEY": "sk-second-77aa"}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-never-sent")
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    with ScriptedServer(script("one")) as first, ScriptedServer(script("two")) as second, caplog.at_level("DEBUG"):
+        with open_model(f"openai:teacher@{first.url}#key=FIRST_ENDPOINT_KEY", FAST) as teacher, \
+                open_model(f"vllm:user@{second.url}#key=SECOND_ENDPOINT_KEY", FAST) as user:
+            assert (teacher.chat(HELLO).text, user.chat(HELLO).text) == ("one", "two")
+            assert teacher.identity == f"openai:teacher@{first.url}" and user.identity == "vllm:user"
+        with open_model(f"openai:keyless@{first.url}", FAST) as keyless:
+            keyless.chat(HELLO)
+    sent = [request.headers["authorization"] for request in first.chat_requests() + second.chat_requests()]
+    assert sent == ["Bearer sk-first-5e1f", "Bearer EMPTY", "Bearer sk-second-77aa"]
+    files = [path for path in Path(cache_root).rglob("*") if path.is_file()]
+    assert files and not any(value.encode() in path.read_bytes() for path in files for value in keys.values())
+    assert not any(value in caplog.text for value in keys.values())
+
+
+def test_a_key_variable_that_is_not_set_is_named_in_one_line(monkeypatch):
+    monkeypatch.delenv("GPU_NODE_KEY", raising=False)
+    with pytest.raises(AmdError, match=r"^vllm:m@http://h:1/v1#key=GPU_NODE_KEY needs its key in the environment "
+                                       r"variable GPU_NODE_KEY, which is not set$"):
+        open_model("vllm:m@http://h:1/v1#key=GPU_NODE_KEY")
+
+
 def test_unknown_parameter_is_named():
     with pytest.raises(AmdError, match="temprature"):
         open_model("vllm:m@http://127.0.0.1:1/v1", {"temprature": 0})

@@ -15,14 +15,14 @@ from test_pipeline_workflow import REPO, make_workdir, planned_jobs, snakemake
 
 from amd.cli import main as amd_main
 from amd.registry import OUTPUTS
-from amd.workflow.config import ConfigError, merge_configs
+from amd.workflow.config import ConfigError, active_config, merge_configs
 from amd.workflow.grid import Grid
 from amd.workflow.jobs import TaskPools
 from amd.workflow.named import makers_of, refusal
 from amd.workflow.plan import load_config
 
-DEFAULT = yaml.safe_load((REPO / "config/config.yaml").read_text())
-PAPER = merge_configs(DEFAULT, yaml.safe_load((REPO / "config/paper.yaml").read_text()))
+DEFAULT = active_config({}, REPO / "config")
+PAPER = active_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()), REPO / "config")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_the_security_table_pairs_the_attacked_runs(built):
 
 def test_an_output_the_config_cannot_make_is_refused_before_any_job_naming_who_can(tmp_path):
     where, env = make_workdir(tmp_path)
-    result = snakemake(where, env, "--cores", "2", "results/tables/security_pairs.md", "--configfile",
+    result = snakemake(where, env, "--cores", "2", "results/paper/tables/security_pairs.md", "--configfile",
                        "config/paper.yaml", check=False)
     text = result.stdout + result.stderr
     assert result.returncode != 0

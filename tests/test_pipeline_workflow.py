@@ -97,7 +97,7 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
     assert jobs["make_table"] == len(outputs & set(output_names("table"))) >= 6 and jobs["make_figure"] == 3
     assert jobs["run_student_memory_served"] > 100 and "run_student_memory" not in jobs
     started = child_cpu_seconds()
-    k_sweep = planned_jobs(snakemake(where, env, "-n", "results/fig5_k_sweep.pdf", "--cores", "8",
+    k_sweep = planned_jobs(snakemake(where, env, "-n", "results/paper/fig5_k_sweep.pdf", "--cores", "8",
                                      "--configfile", "config/paper.yaml"))
     took_fig5 = child_cpu_seconds() - started
     # base k plus k = 2..5 for each of wf, st, fn; two seeds each; in the paper's setting and our stricter twin
@@ -109,7 +109,7 @@ def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
 
 def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_student(workdir):
     where, env = workdir
-    result = snakemake(where, env, "-n", "-p", "results/tables/table1_main.md", "--cores", "1",
+    result = snakemake(where, env, "-n", "-p", "results/paper/tables/table1_main.md", "--cores", "1",
                        "--configfile", "config/paper.yaml")
     paper_config = yaml.safe_load((REPO / "config/paper.yaml").read_text())
     paper = paper_config["experiments"]["main"]
@@ -138,8 +138,8 @@ def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_
 
 def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_with(workdir):
     where, env = workdir
-    result = snakemake(where, env, "-n", "-p", "results/tables/decomposition_check.md",
-                       "results/tables/function_gating.md", "--cores", "1", "--configfile", "config/paper.yaml")
+    result = snakemake(where, env, "-n", "-p", "results/paper/tables/decomposition_check.md",
+                       "results/paper/tables/function_gating.md", "--cores", "1", "--configfile", "config/paper.yaml")
     runs = set(re.findall(r"results/(\w+)/student-(\w+)/gpt5mini-gpt5mini-te3small-amd/(\w+)/self_excluded/"
                           r"k_wf1_st1_fn1/seed(\d)/trajectories.jsonl", result.stdout))
     checked = ("wf_st_fn", "wf_st_fn_checked")
@@ -158,7 +158,7 @@ def test_paper_grid_plans_the_amd_variants_beside_the_always_on_runs_they_pair_w
 
 def test_a_writer_that_refuses_a_temperature_is_sent_none(workdir):
     where, env = workdir
-    result = snakemake(where, env, "-n", "-p", "results/fig4_student_size.pdf", "--cores", "1",
+    result = snakemake(where, env, "-n", "-p", "results/paper/fig4_student_size.pdf", "--cores", "1",
                        "--configfile", "config/paper.yaml")
     builds = [line for line in result.stdout.splitlines() if "amd memory build" in line]
     params = "'{\"temperature\": null, \"max_tokens\": 16384}'"  # GPT-5: no temperature, a reasoning budget
@@ -172,7 +172,7 @@ def test_the_paper_grid_has_each_teacher_write_its_own_memory_for_table3(workdir
     """Paper §3.1: the teacher writes its own memory (`writer: teacher`), so Table 3 plans one bank per teacher, each
     written by that teacher's model (served by the job for the vLLM teacher)."""
     where, env = workdir
-    lines = snakemake(where, env, "-n", "-p", "results/tables/table3_teacher.md", "--cores", "1", "--configfile",
+    lines = snakemake(where, env, "-n", "-p", "results/paper/tables/table3_teacher.md", "--cores", "1", "--configfile",
                       "config/paper.yaml").stdout.splitlines()
     builds = [line for line in lines if "amd memory build" in line]
     writers = {re.search(r"--writer (\S+)", line).group(1).strip("'") for line in builds}
@@ -191,9 +191,9 @@ def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
     where, env = workdir
     user = ("--benchmark-option scenarios=base --benchmark-option user_max_tokens=16384 "
             "--benchmark-option user_model=openai:gpt-5-mini --benchmark-option user_temperature=none")
-    for target, expected in (("results/fig3_steps.pdf", 1 + 4 * 2 + 4 * 4 * 2 * 2),
+    for target, expected in (("results/paper/fig3_steps.pdf", 1 + 4 * 2 + 4 * 4 * 2 * 2),
                              # and the paper's text beside the release (variant paper_text): ReasoningBank and AMD
-                             ("results/tables/table1_main.md", 1 + 4 * 2 + 4 * 4 * 2 * 2 + 4 * 2 * 2)):
+                             ("results/paper/tables/table1_main.md", 1 + 4 * 2 + 4 * 4 * 2 * 2 + 4 * 2 * 2)):
         lines = snakemake(where, env, "-n", "-p", target, "--cores", "1", "--configfile",
                           "config/paper.yaml").stdout.splitlines()
         runs = [line for line in lines if "amd run toolsandbox" in line]
@@ -202,7 +202,7 @@ def test_the_paper_grid_runs_toolsandbox_with_its_user_simulator(workdir):
 
 def test_slurm_executor_dry_run_plans_gpu_jobs(workdir):
     where, env = workdir
-    result = snakemake(where, env, "-n", "results/fig4_student_size.pdf", "--configfile", "config/paper.yaml",
+    result = snakemake(where, env, "-n", "results/paper/fig4_student_size.pdf", "--configfile", "config/paper.yaml",
                        "--profile", "profiles/slurm")
     assert planned_jobs(result)["run_student_memory_served"] == 16  # 4 students x 2 seeds, paper setting and twin
 

@@ -176,7 +176,7 @@ def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workd
     """No run of the paper grid exists: a pilot of Qwen3-4B on BFCL (outside results/) gives the figures of every
     BFCL job; the hosted teacher's are priced; GPU-hours and AppWorld's tasks are named as the user's to fill."""
     where, env = workdir
-    for name in ("config.yaml", "paper.yaml"):
+    for name in ("base.yaml", "config.yaml", "paper.yaml"):
         (where / "config").mkdir(exist_ok=True)
         (where / "config" / name).write_text((REPO / "config" / name).read_text())
     pilot = where / "pilot.jsonl"
@@ -221,7 +221,7 @@ def test_the_workflow_has_a_cost_estimate_target(tmp_path):
     for name in ("Snakefile", "rules", "config", "report", "profiles", "environment.yml"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
-    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "-p", "results/plan/estimate.md",
+    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "-p", "results/paper/plan/estimate.md",
                              "--cores", "1", "--configfile", "config/paper.yaml"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]

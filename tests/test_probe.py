@@ -19,7 +19,7 @@ from scripted_server import ScriptedServer
 from amd.analysis import layout
 from amd.probe import probe_tasks
 from amd.registry import create_benchmark
-from amd.workflow.config import ConfigError, merge_configs
+from amd.workflow.config import ConfigError, active_config
 from amd.workflow.grid import Grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,7 +172,7 @@ def test_amd_probe_needs_a_probe_size_or_a_fixed_task_list(fit_runs):
 # ---- the workflow ---------------------------------------------------------------------------------------------------
 
 def small_config(**probe_experiment) -> dict:
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = active_config({}, REPO / "config")
     config["students"]["qwen05"] = {"spec": "local:qwen2.5-coder-0.5b"}
     config["writers"]["rules"] = {"spec": "rules"}
     config["benchmarks"]["bfcl"]["student_tasks"] = POOL
@@ -221,8 +221,7 @@ def test_a_probe_experiment_is_checked_before_any_job():
 def test_the_paper_grid_probes_table_3s_cells_on_twelve_tasks_with_one_seed():
     from amd.cli import build_parser
 
-    config = merge_configs(yaml.safe_load((REPO / "config/config.yaml").read_text()),
-                           yaml.safe_load((REPO / "config/paper.yaml").read_text()))
+    config = active_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()), REPO / "config")
     grid = Grid(config)
     probes = [run for run in grid.output_runs("probe_fit") if "/probe-" in run]
     assert len(probes) == 2 * 4 and all(run.endswith("/seed0/trajectories.jsonl") for run in probes)

@@ -7,14 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from amd.cli import build_parser, parse_per_type
 from amd.errors import AmdError
 from amd.registry import BENCHMARKS, MEMORY_METHODS, Registry
 from amd.run_cli import _memory
 from amd.vocabulary import ZERO_SHOT, memory_configs, memory_types, method_specs, option_flags, output_names
-from amd.workflow.config import ConfigError, validate_config
+from amd.workflow.config import ConfigError, active_config, validate_config
 from amd.workflow.grid import Grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +28,7 @@ def python_files(outside=()):
 
 def minimal_config(**experiment) -> dict:
     """The embedded default's config, with one experiment of its own."""
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = active_config({}, REPO / "config")
     config["experiments"] = {"probe_me": {"benchmarks": ["bfcl"], "students": ["qwen05"],
                                           "memory_configs": [ZERO_SHOT], "outputs": ["table2_ablation"]} | experiment}
     return config

@@ -10,7 +10,7 @@ import yaml
 from amd.analysis import layout
 from amd.cli import build_parser
 from amd.workflow import args
-from amd.workflow.config import ConfigError, config_schema
+from amd.workflow.config import ConfigError, active_config, config_schema, merge_configs
 from amd.workflow.grid import Grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,18 +24,11 @@ class Wildcards(dict):
 
 
 def load_config(*names) -> dict:
-    config = {}
+    """The config the workflow uses with these files of config/ as --configfile (none: the embedded default)."""
+    overlay = {}
     for name in names:
-        config = merge(config, yaml.safe_load((REPO / "config" / name).read_text()))
-    return config
-
-
-def merge(base: dict, over: dict) -> dict:
-    """Snakemake's --configfile merge: nested dicts key by key, anything else replaced."""
-    merged = dict(base)
-    for key, value in over.items():
-        merged[key] = merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return merged
+        overlay = merge_configs(overlay, yaml.safe_load((REPO / "config" / name).read_text()))
+    return active_config(overlay, REPO / "config")
 
 
 def test_every_key_the_schema_allows_is_mapped_to_a_flag():
@@ -78,7 +71,7 @@ def run_command(grid: Grid, cell: dict) -> str:
     return command
 
 
-@pytest.mark.parametrize("files", [("config.yaml",), ("config.yaml", "paper.yaml")])
+@pytest.mark.parametrize("files", [(), ("paper.yaml",)])
 def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
     grid = Grid(load_config(*files))
     commands = 0
@@ -100,7 +93,7 @@ def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
     assert commands > 0
 
 
-@pytest.mark.parametrize("files", [("config.yaml",), ("config.yaml", "paper.yaml")])
+@pytest.mark.parametrize("files", [(), ("paper.yaml",)])
 def test_each_student_run_has_a_page_beside_its_zero_shot_run_with_its_bank(files):
     grid = Grid(load_config(*files))
     views = [path for path in grid.all_targets() if path.endswith("/view.html")]
@@ -131,7 +124,7 @@ def test_memory_flags_carry_the_method_run_options():
 
 
 def test_an_undefined_name_in_an_experiment_is_a_config_error():
-    config = load_config("config.yaml")
+    config = load_config()
     config["experiments"]["ablation"]["teachers"] = ["nobody"]
     with pytest.raises(ConfigError, match="experiments.ablation.teachers: 'nobody' is not defined"):
         Grid(config)
@@ -140,7 +133,7 @@ def test_an_undefined_name_in_an_experiment_is_a_config_error():
 def test_a_setting_is_in_the_paths_and_the_build_of_only_the_methods_that_have_it():
     """AMD's representation is a setting of AMD's: its banks and runs carry the name, its build gets the option;
     a baseline's have neither, and a config that uses no AMD config needs no `representations` at all."""
-    config = load_config("config.yaml")
+    config = load_config()
     config["experiments"] = {"both": {"benchmarks": ["bfcl"], "students": ["qwen05"],
                                       "memory_configs": ["wf", "memp"], "outputs": ["table1_main"]}}
     grid = Grid(config)
@@ -170,7 +163,7 @@ def test_benchmark_options_reach_the_command_line():
 
 
 def test_in_the_paper_grid_each_teacher_writes_its_own_memory():
-    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    grid = Grid(load_config("paper.yaml"))
     memory_cells = [cell for experiment in grid.config["experiments"] for cell in grid.cells(experiment)
                     if cell["method"]]
     assert memory_cells and all(cell["writer"] == cell["teacher"] for cell in memory_cells)
@@ -182,14 +175,14 @@ def test_in_the_paper_grid_each_teacher_writes_its_own_memory():
 
 
 def test_a_model_free_teacher_cannot_write_its_own_memory():
-    config = load_config("config.yaml")
+    config = load_config()
     config["defaults"]["writer"] = "teacher"
     with pytest.raises(ConfigError, match="writer 'oracle' has no model"):
         Grid(config)
 
 
 def test_repeats_in_the_paper_grid_decode_greedily_with_a_recorded_seed_each_and_sampling_is_its_own_experiment():
-    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    grid = Grid(load_config("paper.yaml"))
     for experiment, temperature in (("repeats_paper", 0), ("repeats", 0), ("sampling", 0.7)):
         cells = [cell for cell in grid.cells(experiment) if cell["benchmark"] == "bfcl"]
         commands = [parse_shell(run_command(grid, cell)) for cell in cells if cell["memcfg"] == "zero_shot"]
@@ -200,7 +193,7 @@ def test_repeats_in_the_paper_grid_decode_greedily_with_a_recorded_seed_each_and
 
 
 def test_the_paper_grid_runs_tables_1_and_2_also_under_the_paper_protocol_by_name():
-    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    grid = Grid(load_config("paper.yaml"))
     for name in ("table1_main", "table2_ablation"):
         runs = grid.output_runs(name)
         assert any("/shared/" in run for run in runs) and any("/self_excluded/" in run for run in runs), name
@@ -208,7 +201,7 @@ def test_the_paper_grid_runs_tables_1_and_2_also_under_the_paper_protocol_by_nam
 
 
 def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_agent_still_overrides_it():
-    grid = Grid(load_config("config.yaml", "paper.yaml"))
+    grid = Grid(load_config("paper.yaml"))
     cells = {(cell["benchmark"], cell["memcfg"]): cell for cell in grid.cells("main_paper")}
     bfcl = parse_shell(run_command(grid, cells["bfcl", "wf_st_fn"]))
     assert (bfcl.prompting, bfcl.max_tokens) == ("official", 4096)
@@ -227,7 +220,7 @@ def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_age
     build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
                         f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
     assert {"insights=trim", "observation_chars=500", "prompts=benchmark", "audit=none"} <= set(build.option)
-    default = Grid(load_config("config.yaml"))
+    default = Grid(load_config())
     assert not any("harness" in flag for flag in parse_shell(run_command(default, next(default.cells("ablation"))))
                    .benchmark_option)
 
@@ -238,7 +231,7 @@ def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_age
     ({"run": {"max_tokens": 0}}, "benchmarks.bfcl.run.max_tokens"),
 ])
 def test_a_bad_harness_value_of_a_benchmark_is_a_config_error_naming_it(harness, message):
-    config = load_config("config.yaml")
+    config = load_config()
     config["benchmarks"]["bfcl"] |= harness
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         Grid(config)

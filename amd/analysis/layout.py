@@ -34,6 +34,9 @@ SERVER_URL = "results/servers/{server}.url"  # a model server's base URL while i
 SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
+# results/'s own folders beside the benchmarks' (tables, the estimate, setup marks, jobs' logs and timings): no
+# config may be named after one, since a config's own outputs go to results/NAME/ (amd.workflow.grid.own_path)
+FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks")
 
 
 WILDCARDS = {"seed": r"[0-9]+", "build": BUILD, "variant": VARIANT}

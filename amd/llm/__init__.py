@@ -7,11 +7,14 @@ from urllib.parse import urlsplit
 from amd.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.client import ChatModel, resolve_params, sdk_client
-from amd.llm.specs import LOCAL_WEIGHTS, parse_spec
+from amd.llm.specs import LOCAL_WEIGHTS, ModelSpec, parse_spec
 
 __all__ = ["ChatModel", "ChatReply", "TokenLedger", "open_model", "openai_identity"]
 
 OPENAI_API_HOST = "api.openai.com"
+NO_KEY = "EMPTY"  # what the SDK sends where an endpoint takes no key (it insists on one)
+
+
 def qwen3_thinking(enabled: bool) -> dict:
     """Qwen3's chat-template switch (off in the paper's runs; `--think on` turns it on)."""
     return {"chat_template_kwargs": {"enable_thinking": bool(enabled)}}
@@ -24,19 +27,34 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
         raise AmdError(f"thinking can be switched on for Qwen3 models served by vLLM only, not {spec}")
     common = {"spec": spec, "model": parsed.model, "params": params}
     if parsed.kind == "openai":
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise AmdError(f"{spec} needs OPENAI_API_KEY")
-        client = sdk_client(params)
+        client = sdk_client(params, api_key=endpoint_key(parsed, spec), base_url=parsed.base_url)
         # max_completion_tokens: newer OpenAI models refuse max_tokens.
-        return ChatModel(**common, identity=openai_identity(spec, str(client.base_url)), client=client,
+        return ChatModel(**common, identity=openai_identity(parsed.name, str(client.base_url)), client=client,
                          native_tools=True, token_field="max_completion_tokens")
     if parsed.kind == "vllm":
-        client = sdk_client(params, api_key=os.environ.get("VLLM_API_KEY") or "EMPTY", base_url=parsed.base_url)
+        client = sdk_client(params, api_key=endpoint_key(parsed, spec), base_url=parsed.base_url)
         if params["think"] and not parsed.is_qwen3:
             raise AmdError(f"thinking can be switched on for Qwen3 models only, not {spec}")
-        return ChatModel(**common, identity=f"vllm:{parsed.model}", client=client, native_tools=True,
+        return ChatModel(**common, identity=parsed.name, client=client, native_tools=True,
                          extra_body=qwen3_thinking(params["think"]) if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
+
+
+def endpoint_key(parsed: ModelSpec, spec: str) -> str:
+    """The key an endpoint gets: from the variable the spec names (`#key=VAR`), else OPENAI_API_KEY for OpenAI's API
+    (or OPENAI_BASE_URL), VLLM_API_KEY for a vLLM server; an `openai:` endpoint of its own without `#key=` gets none.
+    Errors name the variable, never its value."""
+    if parsed.key_env:
+        if not os.environ.get(parsed.key_env):
+            raise AmdError(f"{spec} needs its key in the environment variable {parsed.key_env}, which is not set")
+        return os.environ[parsed.key_env]
+    if parsed.kind == "vllm":
+        return os.environ.get("VLLM_API_KEY") or NO_KEY
+    if parsed.base_url:
+        return NO_KEY
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise AmdError(f"{spec} needs OPENAI_API_KEY")
+    return os.environ["OPENAI_API_KEY"]
 
 
 def openai_identity(spec: str, base_url: str) -> str:

@@ -1,16 +1,26 @@
 """Model specs: the one-string names by which configs and the CLI choose a model.
 
     openai:MODEL                      the OpenAI API (OPENAI_API_KEY, OPENAI_BASE_URL as the SDK reads them)
-    vllm:MODEL@http://host:port/v1    an OpenAI-compatible server such as `vllm serve`
+    openai:MODEL@https://host/v1      another OpenAI-compatible endpoint (e.g. a hosted model's provider)
+    vllm:MODEL@http://host:port/v1    a server such as `vllm serve` (key: VLLM_API_KEY where set)
     local:qwen2.5-coder-0.5b          the embedded default: llama.cpp in-process on a GGUF from pinned PyPI parts
+
+An `openai:` or `vllm:` spec may end in `#key=VAR`: the endpoint's key is read from the environment variable VAR
+when the model is opened, so two endpoints with two keys can serve one run (a teacher and a user simulator, say).
+A spec names the variable, never the key, so specs can go into command lines, logs and results. An `openai:` spec
+with a URL of its own and no `#key=` sends no key: OPENAI_API_KEY only ever goes to OPENAI_BASE_URL or OpenAI.
 """
 
+import re
 from dataclasses import dataclass
 
 from amd.errors import AmdError, did_you_mean
 
-KNOWN_FORMS = "openai:MODEL, vllm:MODEL@http://host:port/v1, local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b"
+KNOWN_FORMS = ("openai:MODEL, openai:MODEL@https://host/v1, vllm:MODEL@http://host:port/v1 (either with #key=VAR), "
+               "local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b")
 MODEL_KINDS = ("openai", "vllm", "local")
+ENDPOINT_KINDS = ("openai", "vllm")  # the kinds that take @URL and #key=VAR
+KEY_SUFFIX = re.compile(r"^key=([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 @dataclass(frozen=True)
@@ -63,27 +73,53 @@ LOCAL_WEIGHTS = {
 class ModelSpec:
     kind: str  # "openai" | "vllm" | "local"
     model: str
-    base_url: str | None = None  # vllm only; local gets its port when the server starts
+    base_url: str | None = None  # openai and vllm; local gets its port when the server starts
+    key_env: str | None = None  # the environment variable holding the endpoint's key (`#key=VAR`)
 
     @property
     def is_qwen3(self) -> bool:
         return "qwen3" in self.model.lower()
 
+    @property
+    def name(self) -> str:
+        """KIND:MODEL, without the endpoint."""
+        return f"{self.kind}:{self.model}"
 
-def parse_spec(spec: str) -> ModelSpec:
+
+def parse_spec(spec: str, served: bool = False) -> ModelSpec:
+    """The parts of a spec. `served`: a spec the workflow serves itself (`serve` in the config), vllm:MODEL alone,
+    whose URL `amd serve-run` fills in when the server is up."""
     kind, sep, rest = spec.partition(":")
-    if not sep or not rest.strip():
+    if not sep or not rest.strip() or kind not in MODEL_KINDS:
         raise AmdError(f"unknown model spec {spec!r}; known forms: {KNOWN_FORMS}")
-    if kind == "openai":
-        return ModelSpec("openai", rest)
-    if kind == "vllm":
-        model, at, url = rest.rpartition("@")
-        if not at or not model or not url.startswith(("http://", "https://")):
-            raise AmdError(f"model spec {spec!r} needs the form vllm:MODEL@http://host:port/v1")
-        return ModelSpec("vllm", model, url.rstrip("/"))
     if kind == "local":
         if rest not in LOCAL_WEIGHTS:
             raise AmdError(f"unknown local model {rest!r}{did_you_mean(rest, LOCAL_WEIGHTS)}; known: "
                            + ", ".join(f"local:{n}" for n in LOCAL_WEIGHTS))
         return ModelSpec("local", rest)
-    raise AmdError(f"unknown model spec {spec!r}; known forms: {KNOWN_FORMS}")
+    parsed = _endpoint_spec(spec, kind, rest)
+    if served and kind != "vllm":
+        raise AmdError(f"model spec {spec!r}: `serve` starts `vllm serve`, for a vllm:MODEL spec only")
+    if served and (parsed.base_url or parsed.key_env):
+        raise AmdError(f"model spec {spec!r} names an endpoint of its own, and `serve` would start a server: to use "
+                       "the endpoint, write `serve: null` beside the spec; to serve the model, write "
+                       f"vllm:{parsed.model} alone")
+    if kind == "vllm" and not served and not parsed.base_url:
+        raise AmdError(f"model spec {spec!r} needs the form vllm:MODEL@http://host:port/v1 (a running server), or "
+                       "a `serve` entry beside it in the config (the job starts the server)")
+    return parsed
+
+
+def _endpoint_spec(spec: str, kind: str, rest: str) -> ModelSpec:
+    """openai:/vllm: MODEL[@URL][#key=VAR]; a model name may hold '@' (the URL is what follows the last one)."""
+    rest, hash_sign, suffix = rest.partition("#")
+    key = KEY_SUFFIX.match(suffix)
+    if hash_sign and not key:
+        raise AmdError(f"model spec {spec!r}: after '#' only key=VAR, the name of the environment variable that "
+                       "holds the endpoint's key")
+    model, at, url = rest.rpartition("@")
+    if not (at and url.startswith(("http://", "https://"))):
+        model, url = rest, None
+    if not model or (at and url is None and kind == "vllm"):
+        raise AmdError(f"model spec {spec!r} needs the form {kind}:MODEL@http://host:port/v1")
+    return ModelSpec(kind, model, url.rstrip("/") if url else None, key.group(1) if key else None)

@@ -1,6 +1,11 @@
 """What the config schema cannot check about a grid (amd.workflow.grid): every name an experiment uses is
-defined, writers have a model, teacher pools and probe sets make sense."""
+defined, writers have a model, teacher pools and probe sets make sense, every model spec is one that will run, and
+the config's name is its own."""
 
+from amd.analysis import layout
+from amd.errors import AmdError
+from amd.llm.specs import MODEL_KINDS, parse_spec
+from amd.registry import BENCHMARKS
 from amd.vocabulary import ZERO_SHOT, method_spec
 from amd.workflow.config import ConfigError
 
@@ -38,6 +43,42 @@ def check_names(grid) -> None:
     clash = set(grid.config["teachers"]) & set(grid.config["students"])
     if clash:
         raise ConfigError(f"config: {sorted(clash)} defined both under `teachers` and `students`")
+    _check_specs(grid.config)
+    if grid.name in (*layout.FOLDERS, *BENCHMARKS.names()):
+        raise ConfigError(f"config: name: {grid.name!r} is a folder of results/ already (its own outputs would go to "
+                          f"results/{grid.name}/); pick another name")
+
+
+def _check_specs(config: dict) -> None:
+    """Each agent's and writer's model spec, and each model a benchmark option names (a user simulator), parses as
+    it will run: served by its job (`serve`: vllm:MODEL alone) or at an endpoint of its own, never both."""
+    for section in ("teachers", "students", "writers"):
+        for name, entry in config[section].items():
+            _check_spec(f"{section}.{name}", entry["spec"], served="serve" in entry)
+    owners = {"benchmarks": config["benchmarks"]} | {
+        f"{section}.{name}.benchmarks": entry.get("benchmarks", {})
+        for section in ("teachers", "students") for name, entry in config[section].items()}
+    for owner, benchmarks in owners.items():
+        for benchmark, entry in benchmarks.items():
+            for option in BENCHMARKS.entry(benchmark).meta.get("model_options", ()):
+                if option in entry.get("options", {}):
+                    _parse(f"{owner}.{benchmark}.options.{option}", str(entry["options"][option]), served=False)
+
+
+def _check_spec(where: str, spec: str, served: bool) -> None:
+    kind, colon, _ = spec.partition(":")
+    if colon and kind in MODEL_KINDS:
+        _parse(where, spec, served)
+    elif served:  # a model-free agent (oracle): the schema knows its name
+        raise ConfigError(f"config: {where}: {spec!r} is no model, and `serve` starts `vllm serve` for a "
+                          "vllm:MODEL spec; remove `serve` (serve: null)")
+
+
+def _parse(where: str, spec: str, served: bool) -> None:
+    try:
+        parse_spec(spec, served=served)
+    except AmdError as error:
+        raise ConfigError(f"config: {where}: {error}") from None
 
 def _check_settings(grid, experiment: str, cell: dict) -> None:
     """The value a memory cell takes of each setting of its method is one the config defines."""

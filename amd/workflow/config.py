@@ -1,14 +1,20 @@
-"""The workflow's config schema, completed from the vocabulary and the registries, and checking a config with it.
+"""The workflow's config: the files it is merged from, its schema (completed from the vocabulary and the
+registries), and checking a config with it.
 
-`config.schema.yaml` holds the structure; the names that plug-ins add (benchmarks, memory methods and their
-configs, types and run options, protocols, outputs, agent/writer/embedder spec kinds) and the sections of the
-methods' settings are filled in here when it is loaded, so the schema can never disagree with `amd.vocabulary` or
-`amd.registry`.
+`active_config` layers the config files: config/base.yaml, then the embedded default (config/config.yaml) unless
+the --configfile files give a `name` of their own, then those files. `config.schema.yaml` holds the structure; the
+names that plug-ins add (benchmarks, memory methods and their configs, types and run options, protocols, outputs,
+agent/writer/embedder spec kinds) and the sections of the methods' settings are filled in here when it is loaded, so
+the schema can never disagree with `amd.vocabulary` or `amd.registry`.
 """
 
+import copy
+import functools
+import operator
 import re
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import yaml
@@ -25,9 +31,41 @@ from amd.vocabulary import (
     method_specs,
 )
 
+CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
+BASE_FILE = "base.yaml"  # what every config starts from
+DEFAULT_FILE = "config.yaml"  # the embedded default, for a config without a name of its own
+DEFAULT_NAME = "default"  # a config without a `name` is the embedded default (tweaked)
+
 
 class ConfigError(Exception):
     """A config value the workflow cannot use; the message names the key."""
+
+
+def active_config(overlay: dict, folder: Path = CONFIG_DIR) -> dict:
+    """The config a run of the workflow uses: folder/base.yaml, then folder/config.yaml (the embedded default) unless
+    `overlay` (the --configfile files, merged as Snakemake merges them) has a `name` of its own, then `overlay`.
+    A missing file counts as empty (a workflow folder of one's own may hold only config.yaml)."""
+    default = read_config(folder / DEFAULT_FILE)
+    own_name = overlay.get("name", default.get("name")) != default.get("name")
+    layers = [read_config(folder / BASE_FILE), *([] if own_name else [default]), overlay]
+    return functools.reduce(merge_configs, layers, {})
+
+
+def read_config(path: Path) -> dict:
+    """A YAML config file's mapping; {} where there is no such file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise ConfigError(f"config file {path}: cannot read it: {error.strerror}") from None
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path}: not YAML: {' '.join(str(error).split())}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: a mapping of keys is expected, not {type(config).__name__}")
+    return config
 
 
 def _alternatives(words) -> str:
@@ -103,6 +141,21 @@ def _add_settings(schema: dict) -> None:
             "description": f"Named values of the build option {setting.option} (a cell's `{setting.key}`)"}
         schema["properties"]["defaults"]["properties"][setting.key] = {"$ref": "#/$defs/name"}
         experiment[setting.section] = {"$ref": "#/$defs/names"}
+
+
+def without_nulls(config: dict) -> dict:
+    """The config less every key set to null where null is not one of the key's values: a null in a --configfile
+    removes what the key inherited (an experiment, an agent's `serve`), while `teacher_tasks: null` (every task) or
+    an agent's `temperature: null` (not sent) keep their meaning."""
+    pruned = copy.deepcopy(config)
+    validator = jsonschema.Draft202012Validator(config_schema())
+    for error in list(validator.iter_errors(pruned)):
+        path = list(error.absolute_path)
+        if error.instance is None and path:
+            parent = functools.reduce(operator.getitem, path[:-1], pruned)
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+    return pruned
 
 
 def validate_config(config: dict) -> None:

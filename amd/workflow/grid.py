@@ -9,6 +9,7 @@ import functools
 import itertools
 import json
 import os
+import sys
 
 from amd.analysis import layout
 from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
@@ -25,7 +26,8 @@ from amd.vocabulary import (
 )
 from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
-from amd.workflow.config import ConfigError, merge_configs, validate_config
+from amd.workflow.config import (DEFAULT_NAME, ConfigError, active_config, merge_configs, validate_config,
+                                 without_nulls)
 from amd.workflow.named import makers, own_experiments, refusal
 from amd.workflow.servers import ServerPlan, server_agent, solo_server
 
@@ -42,8 +44,10 @@ def cell_lists() -> dict:
 
 class Grid:
     def __init__(self, config: dict):
+        config = without_nulls(config)
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
+        self.name = config.get("name", DEFAULT_NAME)
         check_names(self)
 
     # ---- names and entries ---------------------------------------------------------------------------------
@@ -220,11 +224,16 @@ class Grid:
             runs += [run for run in self.experiment_runs(experiment) if run not in runs]
         return runs
 
-    @staticmethod
-    def output_paths(name: str) -> list[str]:
+    def own_path(self, template: str) -> str:
+        """A path (template) of this config's own outputs (tables, figures, the estimate, their logs): the embedded
+        default's under results/, any other config's under results/NAME/, so two configs never overwrite each
+        other's."""
+        return template if self.name == DEFAULT_NAME else template.replace("results/", f"results/{self.name}/", 1)
+
+    def output_paths(self, name: str) -> list[str]:
         if name in output_names("figure"):
-            return [layout.FIGURE.format(figure=name)]
-        return [layout.TABLE.format(table=name, ext=ext) for ext in ("csv", "md")]
+            return [self.own_path(layout.FIGURE).format(figure=name)]
+        return [self.own_path(layout.TABLE).format(table=name, ext=ext) for ext in ("csv", "md")]
 
     def all_targets(self) -> list[str]:
         """Every output of every experiment not `on_demand`, a score per run and a page (amd view) per student
@@ -455,6 +464,15 @@ class Grid:
 
     def server_gpus(self, wildcards) -> int:
         return self.agent(server_agent(wildcards.server))["serve"].get("gpus", 1)
+
+
+def workflow_grid(overlay: dict) -> Grid:
+    """The Snakefile's grid, from the --configfile files over the config files they build on (active_config); a
+    config it cannot use stops Snakemake before any job with the one line that says why."""
+    try:
+        return Grid(active_config(overlay))
+    except ConfigError as error:
+        sys.exit(f"amd: {error}")
 
 
 def _uses(spec, *prefixes) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
+from amd.workflow.config import CONFIG_DIR
 
 
 def own_experiments(config: dict) -> dict:

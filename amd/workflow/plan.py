@@ -6,23 +6,30 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from amd.errors import AmdError
-from amd.workflow.config import ConfigError, merge_configs
+from amd.workflow.config import (
+    BASE_FILE,
+    CONFIG_DIR,
+    DEFAULT_FILE,
+    ConfigError,
+    active_config,
+    merge_configs,
+    read_config,
+)
 from amd.workflow.estimate import estimate, summarize
 from amd.workflow.jobs import TaskPools, grid_jobs, job_counts, job_table
 from amd.workflow.named import experiment_table
 from amd.workflow.serving import plans
-
-DEFAULT_CONFIG = "config/config.yaml"  # the Snakefile's own configfile, under every --configfile
 
 
 def register(subparsers) -> None:
     plan = subparsers.add_parser("plan", help="the grid's jobs for a config and, with --estimate, their cost "
                                  "(requests, tokens, dollars, GPU-hours) before anything runs")
     plan.add_argument("--configfile", nargs="+", default=[],
-                      help=f"config files merged in order over {DEFAULT_CONFIG} (where it is), as Snakemake does")
+                      help=f"config files merged in order, as the workflow merges them: over {CONFIG_DIR / BASE_FILE}, "
+                      f"and over {CONFIG_DIR / DEFAULT_FILE} (the embedded default) unless they give a `name` of "
+                      "their own")
     plan.add_argument("--config-json", help="the whole config as JSON instead (the workflow's estimate_cost rule)")
     plan.add_argument("--estimate", action="store_true", help="estimate requests, tokens, dollars and GPU-hours")
     plan.add_argument("--node-gpus", type=int, help="with --estimate: the wall time of the served jobs on a node of "
@@ -36,13 +43,12 @@ def register(subparsers) -> None:
 def load_config(files: list[str], config_json: str | None = None) -> dict:
     if config_json:
         return json.loads(config_json)
-    config = {}
-    for path in ([DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else []) + list(files):
-        try:
-            config = merge_configs(config, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
-        except OSError as error:
-            raise AmdError(f"--configfile: cannot read {path}: {error.strerror}") from None
-    return config
+    overlay = {}
+    for path in files:
+        if not Path(path).is_file():
+            raise AmdError(f"--configfile: cannot read {path}: no such file")
+        overlay = merge_configs(overlay, read_config(Path(path)))
+    return active_config(overlay)
 
 
 def plan_from_args(args) -> int:
