@@ -37,7 +37,7 @@ def plan_once(target: str) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--target", default="all", help="a target of the paper grid, e.g. results/fig5_k_sweep.pdf")
+    parser.add_argument("--target", default="all", help="a target of the paper grid, e.g. results/paper/fig5_k_sweep.pdf")
     args = parser.parse_args()
     walls, cpus = [], []
     for attempt in range(1, args.repeats + 1):

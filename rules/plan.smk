@@ -1,5 +1,6 @@
 # Before launch: what the config's grid would cost (model requests, tokens, dollars, GPU-hours), from the runs on
-# disk where there are any. Not part of `all`: ask for it first, `snakemake results/plan/estimate.md`.
+# disk where there are any. Not part of `all`: ask for it first, `snakemake results/plan/estimate.md` (a config of
+# its own: results/NAME/plan/estimate.md).
 
 
 rule estimate_cost:

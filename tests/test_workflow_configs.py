@@ -10,7 +10,15 @@ import subprocess
 import pytest
 import yaml
 from test_cost import record, write
-from test_pipeline_workflow import REPO, SNAKEMAKE, WORKFLOW_FILES, make_workdir, overlay, planned_jobs, snakemake
+from test_pipeline_workflow import (
+    REPO,
+    SNAKEMAKE,
+    WORKFLOW_FILES,
+    make_workdir,
+    overlay,
+    planned_jobs,
+    snakemake,
+)
 
 from amd.analysis import layout
 from amd.workflow.config import ConfigError, active_config, merge_configs
@@ -106,11 +114,11 @@ def test_serve_null_points_the_paper_grid_at_a_server_already_running():
 
 @pytest.mark.parametrize("change, message", [
     ({"students": {"qwen15": {"spec": "vllm:Qwen/Qwen3-4B"}}},
-     "config: students.qwen15: model spec 'vllm:Qwen/Qwen3-4B' needs the form vllm:MODEL@http://host:port/v1 (a "
-     "running server), or a `serve` entry beside it"),
+     ("config: students.qwen15: model spec 'vllm:Qwen/Qwen3-4B' needs the form vllm:MODEL@http://host:port/v1 (a "
+      "running server), or a `serve` entry beside it")),
     ({"students": {"qwen15": {"spec": "local:qwen2.5-coder-1.6b"}}},
-     "config: students.qwen15: unknown local model 'qwen2.5-coder-1.6b' (did you mean 'qwen2.5-coder-1.5b'?); known: "
-     "local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b"),
+     ("config: students.qwen15: unknown local model 'qwen2.5-coder-1.6b' (did you mean 'qwen2.5-coder-1.5b'?); "
+      "known: local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b")),
     ({"teachers": {"oracle": {"serve": {"gpus": 1}}}},
      "config: teachers.oracle: 'oracle' is no model, and `serve` starts `vllm serve`"),
     ({"students": {"qwen15": {"spec": "openai:gpt-5-mini", "serve": {"gpus": 1}}}},

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from amd.analysis import layout
 from amd.errors import AmdError
 from amd.workflow.config import (
     BASE_FILE,
@@ -73,27 +74,31 @@ def plan_from_args(args) -> int:
     print(_markdown(summary, ",.2f"))
     if len(servers):
         print(f"\n{SERVERS_TITLE} ({basis})\n\n{_markdown(servers, ',.1f')}")
-    print(f"\n{EXPERIMENTS_TITLE}\n\n{_markdown(experiments, '.1f')}")
+    title = experiments_title(grid.own_path(layout.TABLE).format(table="NAME", ext="md"))
+    print(f"\n{title}\n\n{_markdown(experiments, '.1f')}")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write(table, summary, experiments, notes, *args.out, servers=(servers, basis))
+        write(table, summary, experiments, notes, *args.out, servers=(servers, basis), title=title)
     return 0
 
 
 SERVERS_TITLE = "Model servers of the served jobs: one per job, as each job started its own, against one per batch"
-EXPERIMENTS_TITLE = ("Experiments (built by `all`, or by name: snakemake results/tables/NAME.md; measured: "
-                     "snakemake --cores 2 OUTPUT from an empty results/)")
+
+
+def experiments_title(table_path: str) -> str:
+    return (f"Experiments (built by `all`, or by name: snakemake {table_path}; measured: snakemake --cores 2 OUTPUT "
+            "from an empty results/)")
 
 
 def write(table: pd.DataFrame, summary: pd.DataFrame, experiments: pd.DataFrame, notes: list[str], csv_path,
-          md_path, servers: tuple[pd.DataFrame, str] = (pd.DataFrame(), "")) -> None:
+          md_path, servers: tuple[pd.DataFrame, str] = (pd.DataFrame(), ""), title: str = "Experiments") -> None:
     table.to_csv(csv_path, index=False)
     frame, basis = servers
     lines = ["**Cost estimate of the config's grid, before launch (amd plan --estimate)**", "",
              _markdown(summary, ",.2f"), "",
              *([f"**{SERVERS_TITLE}** ({basis})", "", _markdown(frame, ",.1f"), ""] if len(frame) else []),
-             f"**{EXPERIMENTS_TITLE}**", "", _markdown(experiments, ".1f"),
+             f"**{title}**", "", _markdown(experiments, ".1f"),
              "", *(f"Note: {note}" for note in notes), "",
              _markdown(table, ",.2f"), ""]
     Path(md_path).write_text("\n".join(lines), encoding="utf-8")
