@@ -106,7 +106,7 @@ def test_a_spec_naming_a_server_beside_an_inherited_serve_is_refused_naming_both
 def test_serve_null_points_the_paper_grid_at_a_server_already_running():
     spec = f"{SERVER}#key=GPU_NODE_KEY"
     grid = grid_of(PAPER, {"students": {"qwen3_4b": {"spec": spec, "serve": None}}})
-    assert "serve" not in grid.agent("qwen3_4b") and grid.serve_prefix("qwen3_4b") == ""
+    assert "serve" not in grid.agent("qwen3_4b") and grid.launch("qwen3_4b") == ""
     assert grid.agent_args("qwen3_4b") == f"--agent '{spec}'"  # the key's variable, never a key
     assert "qwen3_4b" in grid.other_agents().split("|") and "qwen3_4b" not in grid.served_agents().split("|")
     assert "qwen3_4b_t07" in grid.served_agents().split("|")  # the same model sampled: still served by its jobs

@@ -11,7 +11,7 @@ import yaml
 from test_pipeline_workflow import make_workdir, overlay, snakemake
 
 from amd.analysis import layout
-from amd.workflow.config import merge_configs
+from amd.workflow.config import active_config
 from amd.workflow.grid import Grid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def stand_in_vllm(where: Path) -> Path:
 
 
 def run_paths(config: dict) -> list[str]:
-    grid = Grid(merge_configs(yaml.safe_load((REPO / "config/config.yaml").read_text()), config))
+    grid = Grid(active_config(config, REPO / "config"))
     return sorted(grid.run_path(cell) for cell in grid.cells("served"))
 
 
@@ -82,8 +82,7 @@ def test_one_server_per_student_on_its_own_gpu_never_two_on_one(tmp_path):
 
 
 def paper_grid() -> Grid:
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    return Grid(merge_configs(config, yaml.safe_load((REPO / "config/paper.yaml").read_text())))
+    return Grid(active_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()), REPO / "config"))
 
 
 def test_the_paper_grid_shares_tens_of_servers_each_under_its_cap_never_with_a_job_it_waits_for():
