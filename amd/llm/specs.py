@@ -19,7 +19,6 @@ from amd.errors import AmdError, did_you_mean
 KNOWN_FORMS = ("openai:MODEL, openai:MODEL@https://host/v1, vllm:MODEL@http://host:port/v1 (either with #key=VAR), "
                "local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b")
 MODEL_KINDS = ("openai", "vllm", "local")
-ENDPOINT_KINDS = ("openai", "vllm")  # the kinds that take @URL and #key=VAR
 KEY_SUFFIX = re.compile(r"^key=([A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -88,7 +87,7 @@ class ModelSpec:
 
 def parse_spec(spec: str, served: bool = False) -> ModelSpec:
     """The parts of a spec. `served`: a spec the workflow serves itself (`serve` in the config), vllm:MODEL alone,
-    whose URL `amd serve-run` fills in when the server is up."""
+    whose URL the workflow fills in when its server is up."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest.strip() or kind not in MODEL_KINDS:
         raise AmdError(f"unknown model spec {spec!r}; known forms: {KNOWN_FORMS}")

@@ -80,6 +80,7 @@ def _parse(where: str, spec: str, served: bool) -> None:
     except AmdError as error:
         raise ConfigError(f"config: {where}: {error}") from None
 
+
 def _check_settings(grid, experiment: str, cell: dict) -> None:
     """The value a memory cell takes of each setting of its method is one the config defines."""
     for setting in method_spec(cell["method"]).settings if cell["method"] else ():
