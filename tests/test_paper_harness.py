@@ -26,7 +26,7 @@ from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.prompts import benchmark_prompt, load_prompt
 from amd.registry import create_benchmark
-from amd.workflow.config import merge_configs
+from amd.workflow.config import active_config
 from amd.workflow.grid import Grid
 
 WORKFLOW_HEADING = load_prompt("memory_block_workflow").splitlines()[0]
@@ -88,8 +88,7 @@ def test_the_paper_texts_bfcl_subtask_memory_decomposes_the_instruction_once_bef
     """config/paper.yaml's `paper_text` variant on BFCL (§3.3, App. C), with the run options the grid plans for it:
     the student's labels, asked for before the first step, are the subtask queries, and the segments sit in the
     system message from the first request on; no turn retrieves its own."""
-    paper = merge_configs(yaml.safe_load((REPO / "config/config.yaml").read_text()),
-                          yaml.safe_load((REPO / "config/paper.yaml").read_text()))
+    paper = active_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()), REPO / "config")
     grid = Grid(paper)
     cell = next(c for c in grid.cells("paper_text") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
     planned = shlex.split(grid.memory_args(Wildcards(cell | {"k": "wf1_st1_fn1"})))

@@ -26,8 +26,14 @@ from amd.vocabulary import (
 )
 from amd.workflow import args
 from amd.workflow.checks import SELF_TEACHER, TEACHER_WRITES, check_names
-from amd.workflow.config import (DEFAULT_NAME, ConfigError, active_config, merge_configs, validate_config,
-                                 without_nulls)
+from amd.workflow.config import (
+    DEFAULT_NAME,
+    ConfigError,
+    active_config,
+    merge_configs,
+    validate_config,
+    without_nulls,
+)
 from amd.workflow.named import makers, own_experiments, refusal
 from amd.workflow.servers import ServerPlan, server_agent, solo_server
 
