@@ -54,7 +54,7 @@ def shared(folder: Path, cells: list[list[str]]) -> float:
     url_file = folder / "server.url"
     server = subprocess.Popen([*AMD, "serve", "--vllm", str(VLLM_CLI), "--model", str(MODEL_DIR), "--gpus", "0",
                                "--serve-args", SERVE_ARGS, "--startup-timeout", "900", "--url-file", str(url_file)],
-                              env=env_for(folder, 99), stderr=subprocess.DEVNULL)
+                              env=env_for(folder, 99), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         runs = [subprocess.Popen([*AMD, "serve-run", "--server-file", str(url_file), "--startup-timeout", "900", "--",
                                   *cell_command(folder, index, tasks)], env=env_for(folder, index),
