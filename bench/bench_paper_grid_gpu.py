@@ -11,10 +11,8 @@ import json
 import statistics
 from pathlib import Path
 
-import yaml
-
 from amd.registry import create_benchmark
-from amd.workflow.config import merge_configs
+from amd.workflow.config import active_config, read_config
 from amd.workflow.estimate import estimate
 from amd.workflow.grid import Grid
 from amd.workflow.serving import plans
@@ -43,8 +41,7 @@ def bfcl_prior() -> None:
 
 
 def paper_config(cap: int) -> dict:
-    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    config = merge_configs(config, yaml.safe_load((ROOT / "config/paper.yaml").read_text()))
+    config = active_config(read_config(ROOT / "config/paper.yaml"), ROOT / "config")
     for entry in [*config["students"].values(), *config["teachers"].values()]:
         if "serve" in entry:
             entry["serve"]["max_in_flight"] = cap
