@@ -1,8 +1,11 @@
-"""`amd serve-run` with a fake `vllm` executable: the command gets the live URL, the server always stops."""
+"""`amd serve-run` and `amd serve` with a fake `vllm` executable: the command gets the live URL, the server always
+stops; a shared server's file says where it is, or why it will not come."""
 
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -10,7 +13,7 @@ import time
 import pytest
 
 from amd.errors import AmdError
-from amd.serve import register, serve_and_run
+from amd.serve import register, serve_and_run, serve_until_stopped, wait_for_server_file
 
 FAKE_VLLM = textwrap.dedent("""\
     #!{python}
@@ -26,7 +29,8 @@ FAKE_VLLM = textwrap.dedent("""\
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            body = json.dumps({{"data": [{{"id": model, "args": args}}]}}).encode()
+            body = json.dumps({{"data": [{{"id": model, "args": args,
+                                           "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}]}}).encode()
             self.send_response(200)
             self.end_headers()
             self.wfile.write(body)
@@ -100,3 +104,32 @@ def test_cli_entry_substitutes_the_url_and_names_a_missing_executable(fake_vllm,
     args = parser.parse_args(["serve-run", "--model", "m", "--vllm", str(tmp_path / "no-vllm"), "--", "true"])
     with pytest.raises(AmdError, match="not found"):
         args.handler(args)
+
+
+def test_a_shared_server_names_its_url_serves_on_its_own_gpu_and_stops_on_sigterm(fake_vllm, tmp_path):
+    url_file = tmp_path / "server.url"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "4,7", "AMD_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    serving = subprocess.Popen([sys.executable, "-m", "amd.cli", "serve", "--model", "m", "--vllm", str(fake_vllm),
+                                "--gpus", "1", "--url-file", str(url_file)], env=env)
+    try:
+        base_url = wait_for_server_file(url_file, timeout=60)
+        subprocess.run([sys.executable, "-c", CLIENT, base_url, str(tmp_path / "answer.json")], check=True)
+        assert json.loads((tmp_path / "answer.json").read_text())["data"][0]["devices"] == "4"
+    finally:
+        serving.send_signal(signal.SIGTERM)
+        assert serving.wait(timeout=60) == 0
+    assert not _alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_a_server_that_never_comes_is_one_clear_line_for_the_jobs_waiting_for_it(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "1")
+    url_file = tmp_path / "server.url"
+    with pytest.raises(AmdError, match="exited with code 3"):
+        serve_until_stopped([str(fake_vllm), "serve", "m"], url_file, gpus=0, startup_timeout=30)
+    with pytest.raises(AmdError, match=r"the server of .*server.url failed: the server exited with code 3"):
+        wait_for_server_file(url_file, timeout=5)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # its `amd serve` died before it wrote a URL
+    gone.wait()
+    url_file.write_text(f"starting {gone.pid}\n")
+    with pytest.raises(AmdError, match="exited before it was ready"):
+        wait_for_server_file(url_file, timeout=5)
