@@ -35,7 +35,13 @@ def write_expected_tasks(path, benchmark: str, task_ids: list[str]) -> None:
 def expected_tasks(path) -> list[str] | None:
     """The tasks a run was asked for, or None for a run file without that record (made by hand or before it)."""
     listed = expected_tasks_path(path)
-    return json.loads(listed.read_text())["task_ids"] if listed.exists() else None
+    if not listed.exists():
+        return None
+    try:
+        return list(json.loads(listed.read_bytes())["task_ids"])
+    except (ValueError, KeyError, TypeError):
+        raise AmdError(f"{listed}: not the list of tasks `amd run` writes; delete it to score {path} by its "
+                       "records alone, or rerun the run") from None
 
 
 def run_metrics(records: list[dict], expected: list[str] | None = None) -> dict:

@@ -138,6 +138,43 @@ def test_an_unknown_or_unavailable_mode_is_named(monkeypatch):
         processes._available_mode.cache_clear()
 
 
+@pytest.fixture
+def without_bubblewrap(monkeypatch, tmp_path):
+    """This machine as one without bubblewrap: a PATH holding only links to the other tools a mode needs."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for tool in ("unshare", "prlimit", "setpriv", "true"):
+        if shutil.which(tool):
+            (folder / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.delenv(processes.MODE_VARIABLE, raising=False)
+    processes._available_mode.cache_clear()
+    processes._warn_unconfined.cache_clear()
+    yield
+    processes._available_mode.cache_clear()
+
+
+def test_without_bubblewrap_model_code_runs_only_where_the_user_names_a_weaker_mode(without_bubblewrap, monkeypatch,
+                                                                                    caplog):
+    weaker = processes.confinement_mode()
+    assert weaker in ("namespaces", "none")
+    with pytest.raises(AmdError, match=rf"^AppWorld runs the code its model writes, and its files cannot be confined "
+                                       rf"here \(bwrap is not installed .*\): that code could read any file you can "
+                                       rf".* {processes.MODE_VARIABLE}={weaker}$"):
+        ConfinedProcess([sys.executable, "-c", "print('never started')"], Confinement(model_code="AppWorld"))
+    monkeypatch.setenv(processes.MODE_VARIABLE, weaker)  # the user says so
+    processes.require_confined_files("AppWorld")
+    assert f"AppWorld runs the code its model writes under confinement {weaker!r}" in caplog.text
+
+
+def test_with_bubblewrap_model_code_runs_confined_without_being_asked(monkeypatch, caplog):
+    if processes._unavailable("bwrap") is not None:
+        pytest.skip(f"confinement bwrap cannot run here: {processes._unavailable('bwrap')}")
+    monkeypatch.delenv(processes.MODE_VARIABLE, raising=False)
+    processes.require_confined_files("AppWorld")
+    assert "runs the code its model writes" not in caplog.text
+
+
 def test_auto_takes_the_strongest_mode_the_machine_gives(monkeypatch):
     monkeypatch.setenv(processes.MODE_VARIABLE, "auto")
     strongest = next(mode for mode in MODES if processes._unavailable(mode) is None)

@@ -120,6 +120,8 @@ def test_score_and_tables_refuse_a_file_with_duplicated_or_mixed_tasks_naming_th
         line = one_error_line(capsys.readouterr().err)
         assert f"{mixed}: holds the records of 2 different runs (bfcl, agent vllm:m@http://127.0.0.1:1/v1, " in line
         assert "memory zero_shot: 3 tasks; bfcl, agent oracle, memory zero_shot: 2 tasks)" in line
+    assert main(["run", "bfcl", "--agent", "oracle", "--out", str(doubled), "--no-progress"]) == 2  # nor resumed
+    assert "2 tasks are written more than once" in one_error_line(capsys.readouterr().err)
 
 
 # 2, 3. Banks carry checksums and the embedder's dimension
@@ -328,6 +330,14 @@ def test_non_utf8_bytes_in_a_trajectory_are_one_line_naming_file_and_line_everyw
         assert main([str(arg) for arg in argv]) == 2, name
         line = one_error_line(capsys.readouterr().err)
         assert line.startswith(f"amd: error: {bad}:2: not UTF-8 text (byte 0xff at column "), (name, line)
+
+
+def test_a_damaged_task_list_beside_a_run_is_one_line(tmp_path, capsys):
+    write_jsonl(tmp_path / "run.jsonl", all_records()[:1])
+    (tmp_path / "run.jsonl.tasks.json").write_bytes(b'{"benchmark": "bfcl", "task_')
+    assert main(["score", str(tmp_path / "run.jsonl")]) == 2
+    assert f"{tmp_path / 'run.jsonl.tasks.json'}: not the list of tasks `amd run` writes" in \
+        one_error_line(capsys.readouterr().err)
 
 
 def test_a_resumed_run_says_what_it_dropped(tmp_path, caplog):

@@ -69,7 +69,7 @@ class Statistics:
 def _records(path) -> list[dict]:
     """A run file's records; a line that does not parse (a run writing it now) is left out, with a warning."""
     records = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
