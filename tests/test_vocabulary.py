@@ -115,7 +115,7 @@ def test_the_workflow_wildcards_take_every_registered_config_method_and_output_a
 OTHER_MEANINGS = {
     "function": ("agent", "benchmarks", "llm"),  # the OpenAI tool type {"type": "function", "function": ...}
     "amd": ("cli.py", "run_cli.py", "vocabulary.py", "llm", "benchmarks"),  # the program; --prompting amd
-    "rb": ("files.py", "llm"),  # a file mode
+    "rb": ("files.py", "schema.py", "llm"),  # a file mode
 }
 
 
