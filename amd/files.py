@@ -6,6 +6,7 @@ import datetime
 import errno
 import hashlib
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -17,6 +18,7 @@ from amd.errors import AmdError
 
 CHUNK = 8 << 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # an OSError that says the disk (or the user's quota) is full
+log = logging.getLogger("amd")
 
 
 def sha256_file(path) -> str:
@@ -66,6 +68,11 @@ def sole_writer(path, command: str):
     except Timeout:
         raise AmdError(f"{path} is being written by another process ({_describe_holder(holder)}); wait for it to "
                        "end or stop it: two writers of one output would duplicate or mix its contents") from None
+    except NotImplementedError:  # a file system without flock (some network mounts)
+        log.warning("%s: its file system cannot lock files, so nothing stops a second writer of it: run one command "
+                    "per output", path)
+        yield
+        return
     try:
         with atomic_file(holder, durable=False) as handle:
             json.dump({"pid": os.getpid(), "host": socket.gethostname(), "command": command,

@@ -99,6 +99,17 @@ def test_two_runs_started_together_leave_one_run_with_each_task_once(tmp_path):
     assert len({record["task_id"] for record in read_run(out)}) == 60
 
 
+def test_where_files_cannot_be_locked_a_command_runs_with_a_warning(tmp_path, monkeypatch, caplog):
+    def no_flock(self, *args, **kwargs):
+        raise NotImplementedError("FileSystem does not appear to support flock")
+
+    monkeypatch.setattr("amd.files.FileLock.acquire", no_flock)
+    out = tmp_path / "run.jsonl"
+    with caplog.at_level(logging.WARNING):
+        assert main(["run", "bfcl", "--agent", "oracle", "--limit", "2", "--out", str(out), "--no-progress"]) == 0
+    assert f"{out}: its file system cannot lock files" in caplog.text and len(read_run(out)) == 2
+
+
 @pytest.fixture
 def broken_runs(tmp_path):
     """A run file with two tasks written twice, and one holding two agents' records."""
