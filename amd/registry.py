@@ -13,37 +13,50 @@ import importlib.metadata
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from amd.errors import AmdError, did_you_mean
+from amd.spec import MethodSpec
+
+if TYPE_CHECKING:  # types only: the plug-ins' layers sit above this module
+    from amd.agent.base import Agent
+    from amd.benchmarks.base import Benchmark
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Entry:
+    """One registered name: what it loads, or why it cannot run here, and what its registry records beside it."""
+
     name: str
     target: str | None  # "module:attr"; None for an entry that is declared but cannot run here
     unavailable: str | None = None  # why a declared entry cannot run
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
-class Registry:
-    """Entries added here, then, on first listing, those of installed packages' entry points (`groups`: entry point
-    group -> the meta its entries get) and of any `sources` (functions that yield (name, target, meta), e.g. the
-    tables memory methods declare)."""
+class Registry(Generic[T]):
+    """Names of one kind of plug-in, each loading an object of type T: entries added here, then, on first listing,
+    those of installed packages' entry points (`groups`: entry point group -> the meta its entries get) and of any
+    `sources` (functions that yield (name, target, meta), e.g. the tables memory methods declare). `check` says
+    what a loaded object must be (a class, or a callable); a target that is something else is refused, naming it."""
 
-    def __init__(self, kind: str, groups: dict[str, dict] | None = None):
+    def __init__(self, kind: str, groups: dict[str, dict[str, Any]] | None = None, *,
+                 check: Callable[[object], bool] = callable, expected: str = "a callable"):
         self.kind, self.groups = kind, groups or {}
+        self._check, self._expected = check, expected
         self._entries: dict[str, Entry] = {}
-        self._sources: list[Callable[[], Iterable[tuple[str, str, dict]]]] = []
+        self._sources: list[Callable[[], Iterable[tuple[str, str, dict[str, Any]]]]] = []
         self._discovered = not self.groups
 
-    def add(self, name: str, target: str | None = None, *, unavailable: str | None = None, **meta) -> None:
+    def add(self, name: str, target: str | None = None, *, unavailable: str | None = None, **meta: Any) -> None:
         if name in self._entries:
             raise AmdError(f"{self.kind} {name!r} is registered twice")
         if (target is None) == (unavailable is None):
             raise AmdError(f"{self.kind} {name!r}: give either a target or the reason it is unavailable")
         self._entries[name] = Entry(name, target, unavailable, meta)
 
-    def add_source(self, source: Callable[[], Iterable[tuple[str, str, dict]]]) -> None:
+    def add_source(self, source: Callable[[], Iterable[tuple[str, str, dict[str, Any]]]]) -> None:
         self._sources.append(source)
         self._discovered = False
 
@@ -73,21 +86,24 @@ class Registry:
                            f"known: {', '.join(self._entries)}")
         return self._entries[name]
 
-    def load(self, name: str):
+    def load(self, name: str) -> T:
         """The registered object (class, function or spec), imported on first use."""
         entry = self.entry(name)
         if entry.target is None:
             raise AmdError(f"{self.kind} {name!r} is declared but cannot run here: {entry.unavailable}")
-        return load_target(entry.target)
+        found = load_target(entry.target)
+        if not self._check(found):
+            raise AmdError(f"{self.kind} {name!r}: {entry.target} must be {self._expected}, got {found!r}")
+        return cast(T, found)
 
 
-def load_target(target: str):
+def load_target(target: str) -> Any:
     """The object a "module:attr" string names."""
     module, _, attr = target.partition(":")
     return getattr(sys.modules.get(module) or importlib.import_module(module), attr)
 
 
-BENCHMARKS = Registry("benchmark", groups={"amd.benchmarks": {}})
+BENCHMARKS: Registry[Callable[..., "Benchmark"]] = Registry("benchmark", groups={"amd.benchmarks": {}})
 BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
 # meta `setup`: a make target that prepares what the benchmark needs beside amd's environment (the workflow runs it
 # before the benchmark's first job); meta `model_options`: its options whose value is a model spec (amd.llm.specs),
@@ -99,13 +115,15 @@ BENCHMARKS.add("agentdojo", "amd.benchmarks.agentdojo:AgentDojo")
 
 # Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,
 # vllm:, local:) is a model (amd.llm.specs) driven by the `model` agent.
-AGENTS = Registry("agent")
+AGENTS: Registry[type["Agent"]] = Registry("agent", check=lambda found: isinstance(found, type), expected="a class")
 AGENTS.add("model", "amd.agent.agents:ModelAgent")
 AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 
 # Each entry is the method's spec (amd.spec.MethodSpec): its memory types, named configs (a config with options is a
 # variant of its method), build and run options, its tables; `zero_shot` is built in.
-MEMORY_METHODS = Registry("memory method", groups={"amd.memory_methods": {}})
+MEMORY_METHODS: Registry[MethodSpec] = Registry("memory method", groups={"amd.memory_methods": {}},
+                                                check=lambda found: isinstance(found, MethodSpec),
+                                                expected="its spec (amd.api.MethodSpec)")
 MEMORY_METHODS.add("amd", "amd.memory.amd.spec:SPEC")
 # The paper's Table 1 baselines (their specs say where the AMD authors' release has their code).
 MEMORY_METHODS.add("reasoningbank", "amd.memory.baseline_specs:REASONINGBANK")
@@ -113,19 +131,20 @@ MEMORY_METHODS.add("memp", "amd.memory.baseline_specs:MEMP")
 MEMORY_METHODS.add("sasm", "amd.memory.baseline_specs:SASM")
 
 # Who writes memory: `rules` (deterministic, model-free) or any model spec (amd.llm.specs).
-WRITERS = Registry("memory writer")
+WRITERS: Registry[Callable[..., Any]] = Registry("memory writer")
 WRITERS.add("rules", "amd.memory.writing:RulesWriter")
 WRITERS.add("model", "amd.memory.writing:ModelWriter")
 
 # Embedders by the kind before the colon of their spec (local:all-minilm-l6-v2, openai:MODEL, hash:DIM).
-EMBEDDERS = Registry("embedder")
+EMBEDDERS: Registry[Callable[..., Any]] = Registry("embedder")
 EMBEDDERS.add("local", "amd.memory.embed:LocalMiniLM", example="local:all-minilm-l6-v2")
 EMBEDDERS.add("openai", "amd.memory.embed:OpenAIEmbedder", example="openai:text-embedding-3-small")
 EMBEDDERS.add("hash", "amd.memory.embed:HashEmbedder", example="hash:DIM (tests only)")
 
 # Tables and figures of `amd table` / `amd figure` and of the workflow's `outputs`; a memory method's own tables come
 # from its spec (meta `method`); installed packages add tables and figures under `amd.tables` and `amd.figures`.
-OUTPUTS = Registry("output", groups={"amd.tables": {"kind": "table"}, "amd.figures": {"kind": "figure"}})
+OUTPUTS: Registry[Callable[..., Any]] = Registry("output", groups={"amd.tables": {"kind": "table"},
+                                                                   "amd.figures": {"kind": "figure"}})
 for _table in ("table1_main", "table2_ablation", "table3_teacher", "table5_repeats", "table6_protocols"):
     OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
 # Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
@@ -141,7 +160,7 @@ for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
     OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
 
 
-def _method_tables():
+def _method_tables() -> Iterable[tuple[str, str, dict[str, Any]]]:
     for entry in MEMORY_METHODS.entries():
         spec = MEMORY_METHODS.load(entry.name)
         for name, target in spec.tables.items():
@@ -151,6 +170,6 @@ def _method_tables():
 OUTPUTS.add_source(_method_tables)
 
 
-def create_benchmark(name: str, **options):
+def create_benchmark(name: str, **options: Any) -> "Benchmark":
     """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
     return BENCHMARKS.load(name)(**options)

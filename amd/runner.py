@@ -12,15 +12,18 @@ import logging
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
-from amd.agent.hooks import RunContext, TaskContext
+from amd.agent.base import Agent
+from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
-from amd.benchmarks.base import close_episode
+from amd.benchmarks.base import Benchmark, Episode
 from amd.errors import AmdError
 from amd.files import DISK_FULL
 from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_run, rewrite_sorted
@@ -33,11 +36,11 @@ log = logging.getLogger("amd.run")
 class RunSpec:
     """Everything that identifies a run; stored in every record it writes."""
 
-    benchmark: object
-    agent_info: dict
-    make_agent: object  # callable(episode) -> agent
-    memory: object = None  # MemoryHooks or None
-    memory_info: dict = field(default_factory=lambda: {"config": "zero_shot", "bank": None})
+    benchmark: Benchmark
+    agent_info: dict[str, Any]
+    make_agent: Callable[[Episode], Agent]
+    memory: MemoryHooks | None = None
+    memory_info: dict[str, Any] = field(default_factory=lambda: {"config": "zero_shot", "bank": None})
     limits: Limits = field(default_factory=Limits)
 
 
@@ -79,7 +82,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage
         finally:
-            close_episode(episode)
+            episode.close()
         if spec.memory is not None:
             spec.memory.episode_end(task, record)
         with write_lock:

@@ -7,45 +7,58 @@ collects them, and the command line, the config schema, the workflow and the ana
 a method, an option or a config.
 """
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from amd.errors import AmdError
 
 KINDS = ("bool", "int", "number", "text")
 
 
 @dataclass(frozen=True)
 class MemoryType:
+    """One kind of entry a method's bank holds (AMD's: workflow, subtask, function)."""
+
     code: str  # short name in flags, config keys and result paths: --k wf=1, k_wf1_st1
     name: str  # the name entries and injection records carry: "workflow"
     embedded: str  # the entry field whose embedding is stored (and searched, unless looked up by name)
-    lookup: str  # "vector": top-k by cosine to a query; "name": the records of a failing function, ranked by cosine
+    # How the method finds entries of this type, in words for readers (AMD's: "vector", top-k by cosine to a query;
+    # "name", the records of a failing function ranked by cosine); amd itself does not read it.
+    lookup: str
     default_k: int
     default_delta: float | None  # minimum cosine of a vector search; None: no threshold
+
+
+OptionValue = bool | int | float | str  # an option's value once parsed: by its kind, bool, int, float or str
 
 
 @dataclass(frozen=True)
 class Option:
     """A build option (`amd memory build --option KEY=VALUE`) or run option (`amd run --memory-option KEY=VALUE`,
-    the config's `defaults.memory_options`) of a method. The method reads the value itself (from text on the
-    command line); `kind` and the bounds are what the config schema checks."""
+    the config's `defaults.memory_options`) of a method. amd parses every given value once, from text or from a
+    config's value, by `kind` and within the bounds (`parse`): a method receives bool, int, float or str values,
+    and only the options that were given (it supplies its own defaults). The config schema checks the same."""
 
     kind: str  # bool, int, number or text
     help: str
-    choices: tuple[str, ...] = ()  # text: the values allowed (none: any)
+    choices: tuple[str, ...] = ()  # text: the values allowed, in lower case (none: any)
     minimum: float | None = None
     maximum: float | None = None
     flag: str | None = None  # a bool run option with a flag of its own in `amd run`: FLAG is KEY=true
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"option kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.flag is not None and self.kind != "bool":
             raise ValueError(f"option flag {self.flag}: only a bool option has a flag of its own")
 
-    def schema(self) -> dict:
+    def schema(self) -> dict[str, Any]:
         """The JSON schema of the option's value in a config."""
-        schema = {"type": {"bool": "boolean", "int": "integer", "number": "number", "text": "string"}[self.kind],
-                  "description": self.help}
+        schema: dict[str, Any] = {
+            "type": {"bool": "boolean", "int": "integer", "number": "number", "text": "string"}[self.kind],
+            "description": self.help}
         if self.choices:
             schema["enum"] = list(self.choices)
         if self.minimum is not None:
@@ -53,6 +66,75 @@ class Option:
         if self.maximum is not None:
             schema["maximum"] = self.maximum
         return schema
+
+    def parse(self, value: object, name: str, where: str = "memory") -> OptionValue:
+        """`value` (text, or a config's value) as this option's kind; AmdError "WHERE option NAME must be ..." when
+        it is not one, or lies outside the choices or bounds."""
+        parsed = _PARSERS[self.kind](value)
+        if self.kind == "text" and self.choices:
+            parsed = str(parsed).strip().lower()
+        if parsed is None or (self.choices and parsed not in self.choices) or not self._within(parsed):
+            raise AmdError(f"{where} option {name} must be {self._expected()}, got {value!r}")
+        return parsed
+
+    def _within(self, value: OptionValue) -> bool:
+        if self.kind not in ("int", "number") or isinstance(value, (bool, str)):
+            return True
+        return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
+
+    def _expected(self) -> str:
+        if self.kind == "bool":
+            return "true or false"
+        if self.choices:
+            return f"one of {', '.join(self.choices)}"
+        if self.kind == "text":
+            return "text"
+        what, shown = ("a whole number", int) if self.kind == "int" else ("a number", float)
+        if self.minimum is not None and self.maximum is not None:
+            return f"{what} from {shown(self.minimum)} to {shown(self.maximum)}"
+        if self.minimum is not None:
+            return f"{what} of at least {shown(self.minimum)}"
+        return what if self.maximum is None else f"{what} of at most {shown(self.maximum)}"
+
+
+def _bool(value: object) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    return True if text in ("1", "true", "yes") else False if text in ("0", "false", "no") else None
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    return int(text) if text.lstrip("+-").isdigit() else None
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]  # any value: text or a number
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+_PARSERS: dict[str, Callable[[object], OptionValue | None]] = {"bool": _bool, "int": _int, "number": _number,
+                                                              "text": str}
+
+
+def parse_options(method: str, kind: str, given: Mapping[str, object],
+                  declared: Mapping[str, Option]) -> dict[str, OptionValue]:
+    """The `given` options of a method's `kind` ("build" or "run") parsed by their declaration: AmdError naming any
+    the method does not declare, or a value its option refuses."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise AmdError(f"memory method {method} has no {kind} option {unknown}; options: "
+                       f"{', '.join(declared) or 'none'}")
+    where = "memory" if kind == "run" else kind
+    return {name: declared[name].parse(value, name, where) for name, value in given.items()}
 
 
 @dataclass(frozen=True)
@@ -65,8 +147,8 @@ class Setting:
     option: str  # the build option it sets
     section: str  # the config section of named values
     key: str  # a cell's key, a path's wildcard and a column of the runs frame
-    schema: dict  # the JSON schema of one named value
-    text: Callable[[object], str | None]  # a named value as the build option's text (None: leave the option out)
+    schema: dict[str, Any]  # the JSON schema of one named value
+    text: Callable[[Any], str | None]  # a named value as the build option's text (None: leave the option out)
 
 
 @dataclass(frozen=True)
@@ -76,28 +158,32 @@ class Config:
     of the same cell the workflow finishes first (e.g. to find its model replies in the response cache)."""
 
     types: tuple[str, ...]
-    options: dict = field(default_factory=dict)
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
     after: str | None = None
 
 
 @dataclass(frozen=True, eq=False)  # one spec is one object: compared and hashed by identity
 class MethodSpec:
+    """What a memory method declares about itself: the entry of `amd.registry.MEMORY_METHODS` (or of the entry point
+    group `amd.memory_methods`), read without importing the method."""
+
     name: str
     implementation: str  # "module:Class" of the method (amd.memory.method.MemoryMethod), imported when used
     types: tuple[MemoryType, ...]
-    configs: dict  # config name -> Config, or a tuple of type codes (a config without options)
-    build_options: dict = field(default_factory=dict)  # name -> Option
-    run_options: dict = field(default_factory=dict)  # name -> Option
+    # config name -> Config, or a tuple of type codes (a config without options); `named_configs()` reads them
+    configs: Mapping[str, "Config | tuple[str, ...]"]
+    build_options: Mapping[str, Option] = field(default_factory=dict)
+    run_options: Mapping[str, Option] = field(default_factory=dict)
     settings: tuple[Setting, ...] = ()  # build options the workflow varies (their names are in the paths)
     title: str = ""  # how tables and figures name the method (default: its name)
     # Table 1: its configs shown there (None: every config; (): the method stays out of Table 1); `proposed`: the
     # paper's method, shown last in Table 1, whose first Table 1 config is the one Table 3 and Figures 3-4 show.
     table1: tuple[str, ...] | None = None
     proposed: bool = False
-    tables: dict = field(default_factory=dict)  # its own tables: name -> "module:function" (runs frame -> table)
+    tables: Mapping[str, str] = field(default_factory=dict)  # its own tables: name -> "module:function" (runs -> table)
     detail_columns: str | None = None  # "module:function": a run's records -> the columns its tables read
     # What its runs add to the trajectory record, as JSON schema properties: {"memory": {...}, "injection": {...}}
-    record_fields: dict = field(default_factory=dict)
+    record_fields: Mapping[str, Mapping[str, dict[str, Any]]] = field(default_factory=dict)
     # "module:function"s for what a run holds beside its records (e.g. an online run's history): run_usage(records,
     # run path) -> the model usage its records do not show, [{"role", "spec", "prompt", "completion"}], or an item
     # {"role", "spec", "known": False, "note"} where it cannot say (amd.cost); run_entries(run path) -> {id: entry}
@@ -107,9 +193,8 @@ class MethodSpec:
     released_for: tuple[str, ...] = ()  # a baseline: the benchmarks the AMD authors' release has its code for
     reconstructed: str | None = None  # a baseline: what is ours (the note of table1_main)
 
-    def __post_init__(self):
-        configs = {name: declared if isinstance(declared, Config) else Config(tuple(declared))
-                   for name, declared in self.configs.items()}
+    def __post_init__(self) -> None:
+        configs = self.named_configs()
         object.__setattr__(self, "configs", configs)
         codes = {t.code for t in self.types}
         for name, config in configs.items():
@@ -124,5 +209,11 @@ class MethodSpec:
         if not self.title:
             object.__setattr__(self, "title", self.name)
 
+    def named_configs(self) -> dict[str, Config]:
+        """Its configs by name, each a Config."""
+        return {name: declared if isinstance(declared, Config) else Config(tuple(declared))
+                for name, declared in self.configs.items()}
+
     def table1_configs(self) -> tuple[str, ...]:
+        """The configs Table 1 shows."""
         return tuple(self.configs) if self.table1 is None else self.table1

@@ -1,7 +1,7 @@
 """The trajectory record as Python types, mirroring `amd/trajectory.schema.json` field for field (the schema is
 what is enforced; tests/test_trajectory_types.py keeps the two in step). Read and write records with amd.schema."""
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class DataVersion(TypedDict):
@@ -13,7 +13,7 @@ class AgentInfo(TypedDict):
     spec: str
     kind: str  # the registered agent (amd.registry AGENTS): model, oracle, ...
     model: NotRequired[str | None]
-    params: NotRequired[dict]
+    params: NotRequired[dict[str, Any]]
 
 
 class MemoryInfo(TypedDict):  # plus the method's own run options and the fields its spec adds (record_fields)
@@ -23,9 +23,9 @@ class MemoryInfo(TypedDict):  # plus the method's own run options and the fields
     bank_sha256: NotRequired[str | None]
     protocol: NotRequired[str | None]
     excluded: NotRequired[str]  # the leakage audit: "group", "task" or "none", what no task retrieved memory from
-    k: NotRequired[dict]
-    delta: NotRequired[dict]
-    pool: NotRequired[dict]  # a bank pooled from several teachers (amd.memory.pool)
+    k: NotRequired[dict[str, Any]]
+    delta: NotRequired[dict[str, Any]]
+    pool: NotRequired[dict[str, Any]]  # a bank pooled from several teachers (amd.memory.pool)
 
 
 class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (record_fields)
@@ -47,7 +47,7 @@ class MemoryQuery(TypedDict):
 
 class Call(TypedDict):
     name: str
-    arguments: dict
+    arguments: dict[str, Any]
     call: str  # canonical name(kw=literal, ...), as executed and scored; a code step: the call's source text
 
 
@@ -56,14 +56,14 @@ class Step(TypedDict):
     calls: list[Call]
     observations: list[str]
     error: bool
-    rejected: NotRequired[list[dict]]
+    rejected: NotRequired[list[dict[str, Any]]]
     code: NotRequired[str]  # code-action benchmarks: the block the environment ran (its output: the observation)
-    tokens: NotRequired[dict]
+    tokens: NotRequired[dict[str, Any]]
     cached: NotRequired[bool]
     injected_memory: NotRequired[list[InjectionRecord]]
     model_error: NotRequired[str | None]
     finish_reason: NotRequired[str | None]  # the server's; "length": cut by the token limit
-    memory_details: NotRequired[dict]  # what memory decided after the error beside its hint (e.g. hints withheld)
+    memory_details: NotRequired[dict[str, Any]]  # what memory decided after the error beside its hint (e.g. hints withheld)
 
 
 class Turn(TypedDict):
@@ -111,10 +111,10 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "turns": list[Turn],
     "system_memory": NotRequired[list[InjectionRecord]],
     "memory_queries": NotRequired[list[MemoryQuery]],  # every retrieval query of a memory run and what it saw
-    "memory_details": NotRequired[dict],  # what memory decided at task start (e.g. a checked decomposition)
-    "decoded_calls": list,
+    "memory_details": NotRequired[dict[str, Any]],  # what memory decided at task start (e.g. a checked decomposition)
+    "decoded_calls": list[Any],
     "success": bool,
-    "checker": dict,
+    "checker": dict[str, Any],
     "status": str,
     "error": NotRequired[str | None],
     "n_steps": int,

@@ -48,7 +48,7 @@ CROSS_SPLITS = (CROSS_SPLIT, CROSS_SPLIT_TASK)
 
 def method_spec(name: str) -> MethodSpec:
     spec = MEMORY_METHODS.load(name)
-    if not isinstance(spec, MethodSpec) or spec.name != name:
+    if spec.name != name:
         raise AmdError(f"memory method {name!r}: its registry entry must name its spec (amd.spec.MethodSpec of that "
                        f"name), got {spec!r}")
     return spec
@@ -86,7 +86,7 @@ def _configs(specs: tuple[MethodSpec, ...]) -> dict[str, MemoryConfig]:
     configs = {ZERO_SHOT: MemoryConfig(ZERO_SHOT, None, ())}
     for spec in specs:
         by_code = {t.code: t for t in spec.types}
-        for name, declared in spec.configs.items():
+        for name, declared in spec.named_configs().items():
             if name in configs:
                 raise AmdError(f"memory config {name!r} is declared by two methods")
             configs[name] = MemoryConfig(name, spec.name, tuple(by_code[code] for code in declared.types),

@@ -7,7 +7,7 @@ from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.agent.parsing import NO_CODE, parse_code_reply
 from amd.benchmarks.appworld import AppWorld, api_calls, failing_calls, solution_blocks
-from amd.benchmarks.base import CODE, Proposal, StepOutcome, Verdict
+from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, Verdict
 from amd.errors import AmdError
 
 BLOCK = """passwords = {p["account_name"]: p["password"] for p in apis.supervisor.show_account_passwords()}
@@ -99,7 +99,7 @@ def test_a_code_reply_is_its_python_blocks_and_a_reply_without_one_is_refused():
     assert refused[0].code is None and refused[0].malformed == NO_CODE
 
 
-class CodeEpisode:
+class CodeEpisode(Episode):
     """One user turn; each code step appends to a log; `finish` in the code ends the task."""
 
     action_format = CODE

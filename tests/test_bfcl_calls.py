@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from amd.benchmarks.base import Proposal
+from amd.benchmarks.base import CallRejected, Proposal, canonical_call
 from amd.benchmarks.bfcl import BfclMultiTurn
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, validate_arguments
+from amd.benchmarks.bfcl_calls import parse_call, validate_arguments
 
 
 def _doc(name, *params):

@@ -225,11 +225,11 @@ def test_prompts_benchmark_gives_the_writer_the_benchmarks_own_prompts():
 
 
 def test_build_settings_are_checked_and_recorded_in_the_manifest(tmp_path):
-    with pytest.raises(AmdError, match="observation_chars must be a whole number"):
-        BuildSettings.from_options({"observation_chars": "many"})
-    with pytest.raises(AmdError, match="insights reject or trim"):
-        BuildSettings.from_options({"insights": "keep"})
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
+    with pytest.raises(AmdError, match="build option observation_chars must be a whole number of at least 20"):
+        build_bank([path], "amd", "rules", "hash:64", tmp_path / "bad", options={"observation_chars": "many"})
+    with pytest.raises(AmdError, match="build option insights must be one of reject, trim"):
+        BuildSettings.described("insights=keep")
     manifest = build_bank([path], "amd", "rules", "hash:64", tmp_path / "bank",
                           options={"insights": "trim", "observation_chars": "500"})
     assert manifest["build_settings"] == "prompts=generic,insights=trim,observation_chars=500"

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer, ToolCalls
 
-from amd.benchmarks.base import Proposal
-from amd.benchmarks.bfcl_calls import CallRejected
+from amd.benchmarks.base import CallRejected, Proposal
 from amd.benchmarks.toolsandbox import (
     DEFAULT_PYTHON,
     PYTHON_VARIABLE,

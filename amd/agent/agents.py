@@ -11,7 +11,7 @@ from amd.agent.base import AgentReply
 from amd.agent.history import trimmed
 from amd.agent.json_steps import read_step, step_format
 from amd.agent.parsing import parse_code_reply, parse_first_code_block, parse_reply
-from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, action_format
+from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome
 from amd.errors import AmdError
 from amd.prompts import load_prompt
 
@@ -31,10 +31,9 @@ class ModelAgent:
 
     @classmethod
     def create(cls, episode: Episode, model) -> "ModelAgent":
-        code_guide = episode.guide if action_format(episode) == CODE else None
-        return cls(model, getattr(episode, "system_message", ""), code_guide, getattr(episode, "official_tools", None),
-                   getattr(episode, "official_history", None), first_code_block=getattr(episode, "first_code_block", False),
-                   history_chars=getattr(episode, "history_chars", None))
+        code_guide = episode.guide if episode.action_format == CODE else None
+        return cls(model, episode.system_message, code_guide, episode.official_tools, episode.official_history,
+                   first_code_block=episode.first_code_block, history_chars=episode.history_chars)
 
     def __init__(self, model, benchmark_system: str = "", code_guide: str | None = None,
                  official_tools: list[dict] | None = None, official_history: dict | None = None,
@@ -194,8 +193,7 @@ class OracleAgent:
         turns = episode.reference_turns()
         if turns is None:
             raise AmdError(f"{episode.task_id}: the benchmark has no ground-truth actions for the oracle")
-        replies = episode.reference_replies() if hasattr(episode, "reference_replies") else None
-        return cls(turns, replies)
+        return cls(turns, episode.reference_replies())
 
     def __init__(self, reference_turns: list[list[Proposal]], reference_replies: list[str] | None = None):
         self.reference_turns = reference_turns

@@ -1,19 +1,25 @@
-"""How memory reaches the agent loop. A memory method (`amd.memory`) implements `MemoryHooks`; zero-shot runs
-pass None. The loop never imports a memory method: what a method needs from the student (a decomposition into
-subtasks, keywords) it asks through `TaskContext.student`, with its own prompts."""
+"""How memory reaches the agent loop. A memory method (`amd.memory`) offers `MemoryHooks`; zero-shot runs pass None.
+The loop never imports a memory method: what a method needs from the student (a decomposition into subtasks,
+keywords) it asks through `TaskContext.student`, with its own prompts."""
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from amd.benchmarks.base import Benchmark
+
+if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
+    from amd.llm.base import Chat
 
 
 @dataclass
 class TaskContext:
+    """The task a hook is called for."""
+
     task_id: str
     task_group: str  # the scenario the task belongs to; memory from the same group is never retrieved
     instruction: str  # the retrieval query (the task's instruction)
-    student: Callable | None = None  # the student's chat (messages -> amd.llm.ChatReply); None without a model
+    student: "Chat | None" = None  # the student's chat (messages -> amd.llm.ChatReply); None without a model
     # The run's sampling seed (None without one): a method that samples the student several times derives its
     # per-sample seeds from it (chat(messages, sampling={"seed": ...})), so repeats of a run draw different samples.
     seed: int | None = None
@@ -21,14 +27,17 @@ class TaskContext:
 
 @dataclass
 class Injection:
+    """What a hook gives the agent, and what the trajectory records of it."""
+
     text: str = ""  # what the agent sees ("" for nothing)
-    records: list[dict] = field(default_factory=list)  # what was injected: type, entry id, source task, similarity
+    # What was injected (the trajectory's injection records): type, entry_id, source_task_id, similarity, query
+    records: list[dict[str, Any]] = field(default_factory=list)
     # What the method decided beside its injections (a checked decomposition, hints it withheld); recorded as the
     # trajectory's `memory_details` (task start) or the step's (after an error) when not empty.
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     # What each retrieval query saw (amd.memory.method.query_record: type, query, entries found at or above δ, the
     # best similarity even below it), recorded as the trajectory's `memory_queries`: how hard δ holds memory back.
-    queries: list[dict] = field(default_factory=list)
+    queries: list[dict[str, Any]] = field(default_factory=list)
     # Where it goes (the paper's and its release's placements): at task start, `first` puts the text before the
     # system prompt instead of after it; at a user turn, `in_system` puts it in the system prompt, replacing the
     # previous turn's, instead of after the user message (the release's BFCL `system_replace`).
@@ -40,35 +49,45 @@ class Injection:
 class RunContext:
     """What a memory method learns of the run before its first task (methods that update memory online)."""
 
-    benchmark: object  # the benchmark the run is on (its function docs and apps)
+    benchmark: Benchmark  # the benchmark the run is on (its function docs and apps)
     out_path: Path  # the run's output; a method keeps what it adds beside it
     task_ids: list[str]  # every task of the run, in its fixed order
-    finished: list[dict]  # the records already in the output (a resumed run), in file order
+    finished: list[dict[str, Any]]  # the records already in the output (a resumed run), in file order
 
 
 class MemoryHooks(Protocol):
+    """A memory config opened over a bank for one run. Required: `describe`; every hook has a default that injects
+    nothing (amd.memory.method.BankHooks adds retrieval under the leakage protocols)."""
+
     # True for a method whose memory changes as tasks finish: the runner then runs one task at a time, in task
     # order, so that each task sees exactly the memory its predecessors left.
-    one_task_at_a_time: bool
+    one_task_at_a_time: bool = False
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The trajectory's `memory` field: config, method, bank, bank_sha256, protocol, k, delta."""
+        ...
 
     def task_start(self, task: TaskContext) -> Injection:
         """Text for the system prompt (after the tool docs, or before the prompt with `first`), at task start."""
+        return Injection()
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         """Text appended to a user turn (or, with `in_system`, the system prompt's memory for this turn)."""
+        return Injection()
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
         """A hint block appended after an error observation."""
+        return Injection()
 
     def run_start(self, run: RunContext) -> None:
         """Called once before the run's first task."""
+        return
 
-    def episode_end(self, task: TaskContext, record: dict) -> None:
+    def episode_end(self, task: TaskContext, record: dict[str, Any]) -> None:
         """Called with each finished task's trajectory record just before it is written to the output (methods
         that update memory online); an exception here leaves the task unwritten, so a rerun retries it."""
+        return
 
     def run_end(self) -> None:
         """Called once when the run ends, finished or not."""
+        return

@@ -12,9 +12,11 @@ points: the system prompt at start, each user turn, after an error (`amd.agent.h
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
+from amd.agent.base import Agent
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
-from amd.benchmarks.base import caps_turns, counted_success, official_turns
+from amd.benchmarks.base import Episode, counted_success
 
 
 @dataclass
@@ -31,7 +33,8 @@ class _ModelFailure(Exception):
     pass
 
 
-def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None = None) -> dict:
+def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContext,
+                memory: MemoryHooks | None = None) -> dict[str, Any]:
     """Run one task to the end and return the task part of its trajectory record."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
@@ -69,17 +72,18 @@ def run_episode(agent, episode, limits: Limits, task: TaskContext, memory: Memor
     }
 
 
-def step_caps(episode, limits: Limits) -> dict:
+def step_caps(episode: Episode, limits: Limits) -> dict[str, int | None]:
     """The caps as they apply to this episode (the record's `step_caps`): the task's (None in an official turn loop,
     which caps turns only) and a turn's executed steps (the task's cap where the harness caps only the task)."""
-    return {"max_steps": None if official_turns(episode) else limits.max_steps,
-            "max_steps_per_turn": limits.max_steps_per_turn if caps_turns(episode) else limits.max_steps}
+    return {"max_steps": None if episode.official_turns else limits.max_steps,
+            "max_steps_per_turn": limits.max_steps_per_turn if episode.caps_turns else limits.max_steps}
 
 
-def _run_turns(agent, episode, limits, task, memory, turns, queries) -> None:
+def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None,
+               turns: list[dict[str, Any]], queries: list[dict[str, Any]]) -> None:
     total_steps = 0
     last_reply = None
-    official = official_turns(episode)
+    official = episode.official_turns
     per_turn = step_caps(episode, limits)["max_steps_per_turn"]
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
@@ -105,7 +109,8 @@ def _run_turns(agent, episode, limits, task, memory, turns, queries) -> None:
             raise _StepLimit(f"more than {per_turn} steps in turn {len(turns)}")
 
 
-def _run_step(agent, episode, task, memory, queries: list, official: bool = False) -> tuple[dict, str | None, bool]:
+def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryHooks | None,
+              queries: list[dict[str, Any]], official: bool = False) -> tuple[dict[str, Any], str | None, bool]:
     """One model step. Returns the step record, the reply text when the turn ended (a reply with no call, or under
     `official` one with a call that cannot be decoded, recorded as refused and never run), and whether the
     environment ended the episode (task complete, conversation closed)."""

@@ -23,13 +23,8 @@ import hashlib
 import importlib.metadata
 
 from amd.benchmarks import base
-from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
-from amd.benchmarks.bfcl_calls import (
-    MAX_SOURCE_CHARS,
-    CallRejected,
-    canonical_call,
-    read_call,
-)
+from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
+from amd.benchmarks.bfcl_calls import MAX_SOURCE_CHARS, read_call
 from amd.errors import AmdError, did_you_mean
 
 PACKAGE = "agentdojo"
@@ -140,7 +135,7 @@ def _injectable(suite_name: str, attack, task) -> bool:
         return False
 
 
-class AgentDojo(BenchmarkDefaults):
+class AgentDojo(Benchmark):
     name = "agentdojo"
     step_limit_scored = True  # the package's ToolsExecutionLoop stops after max_iters; the task is checked as it stands
 

@@ -33,7 +33,8 @@ from amd.benchmarks.appworld_harness import OPTIONS as HARNESS_OPTIONS
 from amd.benchmarks.appworld_server import MODEL_CODE_RUNNER, VERSION, AppWorldServer, AppWorldVenv
 from amd.benchmarks.base import (
     CODE,
-    BenchmarkDefaults,
+    Benchmark,
+    Episode,
     ExecutedCall,
     FunctionInfo,
     Proposal,
@@ -52,7 +53,7 @@ INPUT_LINE = re.compile(r'File "<python-input>", line (\d+)')
 SOLUTION = "solution"  # the function of a ground-truth compiled_solution.py: solution(apis, requester)
 
 
-class AppWorld(BenchmarkDefaults):
+class AppWorld(Benchmark):
     name = "appworld"
 
     def __init__(self, root: str | None = None, dataset: str = DATASET, **options):
@@ -105,7 +106,7 @@ class AppWorld(BenchmarkDefaults):
         return task_id
 
 
-class AppWorldEpisode:
+class AppWorldEpisode(Episode):
     action_format = CODE
     caps_turns = False  # one user turn; the paper caps the task's steps only
 

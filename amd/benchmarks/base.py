@@ -11,18 +11,27 @@ which the leakage protocols keep together) and re-scoring of stored trajectories
 
 An episode says how its agent acts (`action_format`): CALLS (tool calls, the default) or CODE (the agent writes a
 Python code block per step, which the environment runs itself; the episode then gives `guide`, what the code can
-use and how to finish). Optional parts of an episode are read through the functions at the end of this module.
+use and how to finish). An episode's and a benchmark's optional members have their defaults in the protocols below.
 """
 
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call
 from amd.errors import AmdError
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
+
+
+class CallRejected(Exception):
+    """A proposed call that must not run; the message is the reason shown to the model."""
+
+
+def canonical_call(name: str, kwargs: dict[str, Any]) -> str:
+    """`name(k=repr(v), ...)`: keyword arguments in the given order, values as Python literals (the form stored in
+    decoded_calls and scored)."""
+    return f"{name}({', '.join(f'{key}={value!r}' for key, value in kwargs.items())})"
 
 
 @dataclass
@@ -34,7 +43,7 @@ class Proposal:
 
     source: str
     name: str | None = None
-    arguments: dict | None = None
+    arguments: dict[str, Any] | None = None
     code: str | None = None
     malformed: str | None = None
 
@@ -42,14 +51,14 @@ class Proposal:
 @dataclass
 class ExecutedCall:
     name: str
-    arguments: dict
+    arguments: dict[str, Any]
     call: str  # canonical string, the form stored in decoded_calls and scored
 
 
 @dataclass
 class StepOutcome:
     calls: list[ExecutedCall] = field(default_factory=list)
-    rejected: list[dict] = field(default_factory=list)  # {"text", "reason"}: refused, never executed
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # {"text", "reason"}: refused, never executed
     observations: list[str] = field(default_factory=list)
     error: bool = False
     failing_functions: list[str] = field(default_factory=list)  # names whose execution or validation failed
@@ -60,10 +69,10 @@ class StepOutcome:
 @dataclass
 class Verdict:
     success: bool
-    details: dict
-    decoded_calls: list  # per turn, per step, canonical call strings
+    details: dict[str, Any]
+    decoded_calls: list[Any]  # per turn, per step, canonical call strings
     step_limit_scored: bool = False  # see counted_success
-    user_calls: dict | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
+    user_calls: dict[str, Any] | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
 
 
 def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:
@@ -77,104 +86,109 @@ def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool
 @dataclass(frozen=True)
 class FunctionInfo:
     app: str | None  # the app (class, service) the function belongs to; None when unknown
-    doc: dict | None  # its tool doc as the benchmark ships it
+    doc: dict[str, Any] | None  # its tool doc as the benchmark ships it
     label: str | None = None  # a short verb phrase for what it does ("list files"), where the benchmark has one
 
 
 class Episode(Protocol):
+    """One task being played. Required: `task_id`, `instruction`, `tools`, `next_user_message`, `execute`, `score`;
+    every other member has a default here. Subclass it (`class MyEpisode(Episode)`) to inherit the defaults."""
+
     task_id: str
     instruction: str  # the retrieval query for memory (BFCL: the first user turn)
-    tools: list[dict]  # OpenAI-style function tools: [{"type": "function", "function": {...}}]
-    # Optional: `system_message`, the benchmark's own instructions to the agent, after the agent's system prompt.
+    tools: list[dict[str, Any]]  # OpenAI-style function tools: [{"type": "function", "function": {...}}]
+    system_message: str = ""  # the benchmark's own instructions to the agent, after the agent's system prompt
+    action_format: str = CALLS  # CALLS: tool calls; CODE: a Python code block per step, run by the environment
+    guide: str = ""  # CODE: what the code can use and how to finish (in the agent's system prompt)
+    first_code_block: bool = False  # CODE: run only a reply's first block
+    history_chars: int | None = None  # CODE: trim what is sent to the model to this many characters
+    caps_turns: bool = True  # False where the benchmark's harness caps only the task's steps, not each turn's
+    official_turns: bool = False  # it follows its official harness's turn loop (amd.agent.loop)
+    # Prompting `official`: the tools exactly as the official harness sends them (None: `tools`), and how it writes
+    # the history back: {"null_content": True} for an assistant message's content null beside tool calls,
+    # {"tool_names": True} for tool messages that name their function.
+    official_tools: list[dict[str, Any]] | None = None
+    official_history: dict[str, bool] | None = None
 
     def next_user_message(self, last_agent_reply: str | None) -> str | None:
         """The next user turn, or None when the conversation is over. Starting a turn ends the previous one."""
+        ...
 
     def execute(self, proposals: list[Proposal]) -> StepOutcome:
         """Validate and run one step's proposals; refused ones become error observations, never code."""
-
-    def reference_turns(self) -> list[list[Proposal]] | None:
-        """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
-
-    # Optional: `reference_replies() -> list[str]`, the ground-truth final answer per turn, where the benchmark
-    # checks the agent's answer text (the oracle replies with it; without it, the oracle says "Done.").
+        ...
 
     def score(self) -> Verdict:
         """The benchmark's own verdict on the finished episode."""
+        ...
 
-    # Optional: `action_format` (CALLS or CODE) and, for CODE, `guide`, `first_code_block` (run only a reply's
-    # first block) and `history_chars` (trim what is sent to the model to this many characters); `caps_turns`
-    # (False where the benchmark's harness caps only the task's steps, not each turn's); `official_turns` (see
-    # below); `official_tools` (the tools exactly as the benchmark's official harness sends them, for prompting
-    # `official`) and `official_history` (how that harness writes the history back: {"null_content": True} for an
-    # assistant message's content null beside tool calls, {"tool_names": True} for tool messages that name their
-    # function); `close()` frees what the episode holds.
+    def reference_turns(self) -> list[list[Proposal]] | None:
+        """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
+        return None
+
+    def reference_replies(self) -> list[str] | None:
+        """The ground-truth final answer per turn, where the benchmark checks the agent's answer text (the oracle
+        replies with it; None: the oracle says "Done.")."""
+        return None
+
+    def close(self) -> None:
+        """Free what the episode holds (called once it is scored, or when it fails)."""
+        return
 
 
 class Benchmark(Protocol):
-    name: str
+    """A set of tasks and how to play them. Required: `name`, `task_ids`, `data_version`, `start`; the rest has
+    defaults here: every task is its own group, a dotted call name `app.function` names its app, re-scoring is not
+    offered, any machine can run it and there is nothing to stop. Subclass it to inherit the defaults. A benchmark
+    is created with its options as keyword arguments (`amd run --benchmark-option KEY=VALUE`, text values)."""
 
-    def task_ids(self) -> list[str]: ...
+    name: str
+    step_limit_scored: bool = False  # its harness checks an episode cut off by the step cap as it stands
+
+    def task_ids(self) -> list[str]:
+        """Every task id, in the benchmark's fixed order."""
+        ...
+
+    def data_version(self) -> dict[str, Any]:
+        """{"package": "name==version", "sha256": <data file hash>, ...}: the trajectory's `data_version`."""
+        ...
+
+    def start(self, task_id: str) -> Episode:
+        """A fresh episode of one task."""
+        ...
 
     def task_group(self, task_id: str) -> str:
         """The scenario a task is a variant of; the leakage protocols exclude and split whole groups."""
-
-    def data_version(self) -> dict:
-        """{"package": "name==version", "sha256": <data file hash>, ...}"""
-
-    def start(self, task_id: str) -> Episode: ...
-
-    def function_info(self, name: str) -> FunctionInfo:
-        """App, tool doc and label of a function the agent called (memory building)."""
-
-    def rescore(self, record: dict) -> bool:
-        """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
-
-    step_limit_scored: bool  # its harness checks an episode cut off by the step cap as it stands (counted_success)
-
-    def check_runnable(self) -> None:
-        """Raise AmdError, naming what is missing, when this machine cannot run its tasks (before a run's first)."""
-
-    def close(self) -> None:
-        """Stop what the benchmark started (worker processes, servers); called when a run or build is done."""
-
-
-class BenchmarkDefaults:
-    """Defaults for the parts of the protocol a benchmark may not need: every task is its own group, a dotted
-    call name `app.function` names its app, re-scoring is not offered, any machine can run it and there is
-    nothing to stop."""
-
-    name = "benchmark"
-    step_limit_scored = False
-
-    def task_group(self, task_id: str) -> str:
         return task_id
 
     def function_info(self, name: str) -> FunctionInfo:
+        """App, tool doc and label of a function the agent called (memory building)."""
         app, dot, _ = name.partition(".")
         return FunctionInfo(app if dot else None, None)
 
-    def rescore(self, record: dict) -> bool:
+    def rescore(self, record: dict[str, Any]) -> bool:
+        """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
         raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")
 
-    def record_step_limit_scored(self, record: dict) -> bool:
+    def record_step_limit_scored(self, record: dict[str, Any]) -> bool:
         """`step_limit_scored` for a stored record (a benchmark whose harness option changes it says so here)."""
         return self.step_limit_scored
 
     def check_runnable(self) -> None:
-        pass
+        """Raise AmdError, naming what is missing, when this machine cannot run its tasks (before a run's first)."""
+        return
 
     def close(self) -> None:
-        pass
+        """Stop what the benchmark started (worker processes, servers); called when a run or build is done."""
+        return
 
 
-class CallByCallEpisode:
+class CallByCallEpisode(Episode):
     """`execute` for a tool-call episode that runs a step's proposals one at a time: `check_call(proposal)` reads a
     proposal into (name, arguments), raising CallRejected for one it refuses, and `run_call(name, arguments)` runs
     it, returning (observation, failed). Each step's executed calls, as canonical strings, go into `decoded_calls`
     (per turn, per step: `next_user_message` appends a list for each turn it starts)."""
 
-    task_id: str
     decoded_calls: list[list[list[str]]]
 
     def execute(self, proposals: list[Proposal]) -> StepOutcome:
@@ -196,10 +210,10 @@ class CallByCallEpisode:
             self.decoded_calls[-1].append([call.call for call in outcome.calls])
         return outcome
 
-    def check_call(self, proposal: Proposal) -> tuple[str, dict]:
+    def check_call(self, proposal: Proposal) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
-    def run_call(self, name: str, arguments: dict) -> tuple[str, bool]:
+    def run_call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         raise NotImplementedError
 
 
@@ -225,25 +239,3 @@ def called_name(proposal: Proposal) -> str | None:
         return proposal.name
     head = re.split(r"[(\s]", (proposal.source or "").strip(), maxsplit=1)[0]
     return head if head.isidentifier() else None
-
-
-def action_format(episode) -> str:
-    return getattr(episode, "action_format", CALLS)
-
-
-def caps_turns(episode) -> bool:
-    """Whether the per-turn step cap applies (BFCL's harness has one; a one-turn code world caps only the task)."""
-    return getattr(episode, "caps_turns", True)
-
-
-def official_turns(episode) -> bool:
-    """Whether the episode follows its official harness's turn loop (BFCL's `harness=official`): the per-turn cap
-    counts executed steps, with the closing reply on top of them; there is no task cap; and a reply whose calls
-    cannot all be decoded ends the turn unexecuted."""
-    return getattr(episode, "official_turns", False)
-
-
-def close_episode(episode) -> None:
-    close = getattr(episode, "close", None)
-    if close is not None:
-        close()

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amd.benchmarks import base
-from amd.benchmarks.base import BenchmarkDefaults, FunctionInfo, Proposal, Verdict
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, parse_call, read_call
+from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
+from amd.benchmarks.bfcl_calls import parse_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.files import sha256_file
 from amd.paths import cache_dir
@@ -102,7 +102,7 @@ def _task_number(task_id: str) -> int:
     return int(task_id.rsplit("_", 1)[1])
 
 
-class BfclMultiTurn(BenchmarkDefaults):
+class BfclMultiTurn(Benchmark):
     name = "bfcl"
 
     def __init__(self, harness: str = "amd", **unknown):

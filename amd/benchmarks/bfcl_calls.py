@@ -8,6 +8,8 @@ node; nothing is ever evaluated. Positional arguments are mapped to keywords in 
 import ast
 import math
 
+from amd.benchmarks.base import CallRejected
+
 MAX_SOURCE_CHARS = 20_000
 MAX_NESTING = 32
 # MathAPI computes exactly (Python ints, mpmath, decimal), so a few arguments make one call run for minutes or exhaust
@@ -18,10 +20,6 @@ MAX_RESULT_DIGITS = 10_000
 PRECISION_FUNCTIONS = ("logarithm", "square_root")
 
 _LITERAL_CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
-
-
-class CallRejected(Exception):
-    """A proposed call that must not run; the message is the reason shown to the model."""
 
 
 def parse_call(source: str, docs: dict[str, dict]) -> tuple[str, dict]:
@@ -75,11 +73,6 @@ def validate_arguments(name, arguments, docs: dict[str, dict]) -> tuple[str, dic
             raise CallRejected(f"argument names of {name} must be strings, got {key!r}")
         _check_value(value, f"argument {key!r}", depth=0)
     return name, _bind(name, doc, [], list(arguments.items()))
-
-
-def canonical_call(name: str, kwargs: dict) -> str:
-    """`name(k=repr(v), ...)`: keyword arguments in the given order, values as Python literals."""
-    return f"{name}({', '.join(f'{key}={value!r}' for key, value in kwargs.items())})"
 
 
 def parameter_names(doc: dict) -> list[str]:

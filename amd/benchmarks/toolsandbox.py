@@ -32,8 +32,18 @@ from jsonschema.exceptions import best_match
 
 from amd.agent.parsing import parse_reply
 from amd.benchmarks import base
-from amd.benchmarks.base import BenchmarkDefaults, ExecutedCall, FunctionInfo, Proposal, StepOutcome, Verdict
-from amd.benchmarks.bfcl_calls import CallRejected, canonical_call, read_call
+from amd.benchmarks.base import (
+    Benchmark,
+    CallRejected,
+    Episode,
+    ExecutedCall,
+    FunctionInfo,
+    Proposal,
+    StepOutcome,
+    Verdict,
+    canonical_call,
+)
+from amd.benchmarks.bfcl_calls import read_call
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.errors import AmdError, did_you_mean
 from amd.prompts import load_prompt
@@ -51,7 +61,7 @@ VARIANT_MARKERS = ("_alt", "_implicit", "_multiple_user_turn", "_insufficient_in
 WORKER_EXIT_S = 10
 
 
-class ToolSandbox(BenchmarkDefaults):
+class ToolSandbox(Benchmark):
     name = "toolsandbox"
 
     def __init__(self, user_model: str | None = None, scenarios: str = "offline", user_temperature="0",
@@ -135,7 +145,7 @@ def scenario_group(name: str) -> str:
     return name
 
 
-class ToolSandboxEpisode:
+class ToolSandboxEpisode(Episode):
     def __init__(self, task_id: str, worker: "Worker", user: "UserSimulator", release):
         self.task_id = task_id
         self._worker, self._user, self._release = worker, user, release

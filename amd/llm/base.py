@@ -2,6 +2,7 @@
 servers (OpenAI, vLLM, the embedded llama.cpp server)."""
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass
@@ -21,6 +22,15 @@ class ChatReply:
         requests sent for it and its tokens."""
         return {"replies": int(self.error is None), "requests": self.requests, "prompt": self.prompt_tokens,
                 "completion": self.completion_tokens, "cached_prompt": self.cached_prompt_tokens}
+
+
+class Chat(Protocol):
+    """A model's chat as a memory method or the agent calls it (amd.llm.client.ChatModel.chat): one reply to
+    `messages`; `sampling` overrides temperature, seed, ... for this request only."""
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 sampling: dict[str, Any] | None = None,
+                 response_format: dict[str, Any] | None = None) -> "ChatReply": ...
 
 
 @dataclass

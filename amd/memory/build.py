@@ -9,10 +9,11 @@ from amd.errors import AmdError
 from amd.files import sha256_file
 from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
 from amd.memory.embed import get_embedder
-from amd.memory.method import BuildContext, check_options
+from amd.memory.method import BuildContext, method_class
 from amd.memory.writing import open_writer
-from amd.registry import create_benchmark, load_target
+from amd.registry import create_benchmark
 from amd.schema import read_run
+from amd.spec import parse_options
 from amd.vocabulary import method_spec
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
@@ -26,8 +27,8 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     if concurrency < 1:
         raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
     spec = method_spec(method)
-    check_options(method, "build", dict(options or {}), spec.build_options)
-    implementation = load_target(spec.implementation)()
+    parsed = parse_options(method, "build", dict(options or {}), spec.build_options)
+    implementation = method_class(spec.implementation)()
     embedder = get_embedder(embedder_spec)
     sources, records = _read_sources(trajectory_paths)
     if not records:
@@ -43,8 +44,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
 
     writer_obj = open_writer(writer, writer_params)
     try:
-        contents = implementation.build(records, BuildContext(writer_obj, benchmark, dict(options or {}),
-                                                              concurrency))
+        contents = implementation.build(records, BuildContext(writer_obj, benchmark, parsed, concurrency))
     finally:
         writer_obj.close()
         for opened in benchmarks.values():

@@ -13,15 +13,17 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from amd.agent.hooks import Injection, RunContext, TaskContext
+from amd.agent.hooks import MemoryHooks, TaskContext
+from amd.benchmarks.base import Benchmark
 from amd.errors import AmdError
 from amd.memory.bank import Bank, BankContents, load_bank, rebuild_hint
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pooled_view
 from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
 from amd.registry import load_target
+from amd.spec import OptionValue, parse_options
 from amd.vocabulary import (
     CROSS_SPLITS,
     EXCLUSION_UNITS,
@@ -34,17 +36,39 @@ from amd.vocabulary import (
     method_spec,
 )
 
+if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
+    from amd.llm.base import Chat
+
 log = logging.getLogger("amd.memory")
+
+
+class Writer(Protocol):
+    """Who writes memory (amd.memory.writing): `chat` is None for the rules writer (a method's own templates), else
+    the writer model's chat (messages -> amd.llm.ChatReply), safe to call from several threads."""
+
+    chat: "Chat | None"
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def usage(self) -> dict[str, int] | None: ...
+
+    def close(self) -> None: ...
+
+
+Distilled = TypeVar("Distilled")
 
 
 @dataclass
 class BuildContext:
-    writer: object  # amd.memory.writing: RulesWriter (chat None) or ModelWriter
-    benchmark: Callable  # benchmark name -> benchmark object (function docs and apps)
-    options: dict = field(default_factory=dict)  # method-specific build options (e.g. AMD's representation)
+    """What a method's `build` gets beside the records."""
+
+    writer: Writer
+    benchmark: Callable[[str], Benchmark]  # benchmark name -> benchmark object (function docs and apps)
+    # the build options given (amd memory build --option), parsed by the spec's declarations; absent ones are absent
+    options: dict[str, OptionValue] = field(default_factory=dict)
     concurrency: int = 4  # records written at once by a model writer
 
-    def map(self, distill: Callable, records: list[dict]) -> list:
+    def map(self, distill: Callable[[dict[str, Any]], Distilled], records: list[dict[str, Any]]) -> list[Distilled]:
         """`distill(record)` for every record, in order, with progress; a model writer serves several at once."""
         import sys
 
@@ -60,26 +84,33 @@ class BuildContext:
 
 @dataclass
 class RetrievalSettings:
+    """How a run retrieves: its leakage protocol, k and δ per type name, and the method's run options."""
+
     protocol: str
     k: dict[str, int]  # by type name
     delta: dict[str, float | None]  # by type name; None: no threshold
     split_seed: int = 0
-    options: dict = field(default_factory=dict)  # method-specific run options (e.g. AMD's per_turn)
+    # the run options given (the config's, then amd run --memory-option), parsed by the spec's declarations
+    options: dict[str, OptionValue] = field(default_factory=dict)
     prefer_teacher: str | None = None  # a pooled bank: whose memory a task sees first (amd.memory.pool)
 
 
 class MemoryMethod(Protocol):
+    """A memory method: the class its spec's `implementation` names, created without arguments."""
+
     name: str
-    version: str
+    version: str  # recorded in the bank's manifest
 
-    def build(self, records: list[dict], context: BuildContext) -> BankContents:
+    def build(self, records: list[dict[str, Any]], context: BuildContext) -> BankContents:
         """Entries distilled from `records` (all of a run's records, successes and failures)."""
+        ...
 
-    def open(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings):
-        """The run-time hooks (amd.agent.hooks.MemoryHooks) for one memory config over `bank`."""
+    def open(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings) -> MemoryHooks:
+        """The run-time hooks for one memory config over `bank`."""
+        ...
 
 
-class BankHooks:
+class BankHooks(MemoryHooks):
     """Hooks that inject nothing, plus what every method needs; a method overrides the hooks it uses."""
 
     one_task_at_a_time = False  # a frozen bank: tasks may run in parallel
@@ -98,7 +129,7 @@ class BankHooks:
             self.memory_side = memory_side(bank.manifest["task_groups"], settings.protocol, settings.split_seed)
             self.bank = self.bank.restricted(unit_field(settings.protocol), self.memory_side)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The trajectory's `memory` field; `excluded` says what no task retrieved memory from (the protocol's
         unit: its own group or its own task; none under `shared`)."""
         described = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
@@ -111,24 +142,6 @@ class BankHooks:
         if self.pool is not None:
             described["pool"] = self.pool
         return described
-
-    def task_start(self, task: TaskContext) -> Injection:
-        return Injection()
-
-    def user_turn(self, task: TaskContext, message: str) -> Injection:
-        return Injection()
-
-    def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        return Injection()
-
-    def run_start(self, run: RunContext) -> None:
-        pass
-
-    def episode_end(self, task: TaskContext, record: dict) -> None:
-        pass
-
-    def run_end(self) -> None:
-        pass
 
     def excluded(self, task: TaskContext) -> Exclusion:
         """What this task must not see: entries of its own group, or of itself under a task-level protocol
@@ -172,7 +185,7 @@ def query_record(type_name: str, query: str, found: int, best: float | None) -> 
 
 
 def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: dict | None = None,
-                delta: dict | None = None, split_seed: int = 0, options: dict | None = None):
+                delta: dict | None = None, split_seed: int = 0, options: dict | None = None) -> MemoryHooks | None:
     """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`/`delta`: per type code
     or name, over the types' defaults."""
     config = memory_config(config_name)
@@ -191,20 +204,20 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
     if protocol == SHARED:
         log.warning("memory protocol 'shared': a task may retrieve memory distilled from itself (leaky; the "
                     "paper's main protocol)")
-    options = dict(config.options) | dict(options or {})
-    prefer_teacher = options.pop(PREFER_TEACHER, None)  # every method's run option (amd.memory.pool)
-    check_options(spec.name, "run", options, spec.run_options)
+    given = dict(config.options) | dict(options or {})
+    prefer_teacher = given.pop(PREFER_TEACHER, None)  # every method's run option (amd.memory.pool)
+    parsed = parse_options(spec.name, "run", given, spec.run_options)
     settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
-                                 options, prefer_teacher)
-    return load_target(spec.implementation)().open(bank, config, settings)
+                                 parsed, prefer_teacher)
+    return method_class(spec.implementation)().open(bank, config, settings)
 
 
-def check_options(method: str, kind: str, given: dict, declared: dict) -> None:
-    """Every given option is one the method's spec declares (its values the method reads and checks itself)."""
-    unknown = sorted(set(given) - set(declared))
-    if unknown:
-        raise AmdError(f"memory method {method} has no {kind} option {unknown}; options: "
-                       f"{', '.join(declared) or 'none'}")
+def method_class(implementation: str) -> type[MemoryMethod]:
+    """The class a spec's `implementation` ("module:Class") names."""
+    found = load_target(implementation)
+    if not isinstance(found, type):
+        raise AmdError(f"memory method implementation {implementation} is not a class")
+    return found
 
 
 def per_type(given, config: MemoryConfig, what: str) -> dict:

@@ -6,29 +6,35 @@ and a table of its own (`random_notes`) over the columns it computes from its ru
 """
 
 import random
+from typing import Any, final
 
 import pandas as pd
 
-from amd.agent.hooks import Injection
-from amd.analysis.cells import student_runs
-from amd.errors import AmdError
-from amd.memory.bank import BankContents
-from amd.memory.method import BankHooks
+from amd.api import (
+    AmdError,
+    Bank,
+    BankContents,
+    BankHooks,
+    BuildContext,
+    Injection,
+    MemoryConfig,
+    MemoryMethod,
+    RetrievalSettings,
+    TaskContext,
+    student_runs,
+)
 
 NOTE = "random_note"
 HEADING = "Notes from other tasks:"
 
 
-def flag(value) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes")
-
-
-class RandomK:
+@final
+class RandomK(MemoryMethod):
     name = "random_k"
     version = "1"
 
-    def build(self, records, context) -> BankContents:
-        keep_failures = flag(context.options.get("failures", True))
+    def build(self, records: list[dict[str, Any]], context: BuildContext) -> BankContents:
+        keep_failures = context.options.get("failures", True)  # parsed by its declaration: a bool
         notes = []
         for record in records:
             if not (record["success"] or keep_failures):
@@ -39,20 +45,21 @@ class RandomK:
                           "text": f"{record['instruction']} ({outcome}): {'; '.join(calls) or 'no calls'}"})
         return BankContents(entries={NOTE: notes}, embedded={NOTE: "text"})
 
-    def open(self, bank, config, settings):
+    def open(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings) -> "RandomNotes":
         return RandomNotes(bank, config, settings)
 
 
+@final
 class RandomNotes(BankHooks):
-    def __init__(self, bank, config, settings):
+    def __init__(self, bank: Bank, config: MemoryConfig, settings: RetrievalSettings):
         super().__init__(bank, config, settings)
         heading = str(settings.options.get("heading", HEADING))
-        self.heading = heading.upper() if flag(settings.options.get("shout", False)) else heading
+        self.heading = heading.upper() if settings.options.get("shout", False) else heading
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "heading": self.heading}
 
-    def task_start(self, task) -> Injection:
+    def task_start(self, task: TaskContext) -> Injection:
         excluded = self.excluded(task)
         candidates = [entry for entry in self.bank.entries[NOTE] if not excluded.hides(entry)]
         chosen = random.Random(task.task_id).sample(candidates, min(self.settings.k[NOTE], len(candidates)))
@@ -62,7 +69,7 @@ class RandomNotes(BankHooks):
         return Injection(text, records)
 
 
-def notes_by_task(records: list[dict]) -> dict:
+def notes_by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """The runs frame's column for the table below: notes injected per task."""
     return {"notes_by_task": {record["task_id"]: len(record.get("system_memory", [])) for record in records}}
 

@@ -1,7 +1,7 @@
 """The spec of the toy memory method of tests/test_plugins.py (random_k.py): one type, one config that stays out of
 Table 1, a build option, two run options (one with a flag of its own), its own table and the columns it reads."""
 
-from amd.spec import MemoryType, MethodSpec, Option
+from amd.api import MemoryType, MethodSpec, Option
 
 SPEC = MethodSpec(
     name="random_k", implementation="amd_toy.random_k:RandomK",

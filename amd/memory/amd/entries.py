@@ -7,9 +7,9 @@ the record was run on (its functions' apps and docs).
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from amd.errors import AmdError
 from amd.memory.amd import writers
 from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.placeholders import audit_insight
@@ -24,10 +24,10 @@ from amd.memory.steps import (
     steps_of,
 )
 from amd.prompts import benchmark_prompt
+from amd.spec import OptionValue, parse_options
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)
-AUDITS = BUILD_OPTIONS["audit"].choices  # placeholders: amd's audit of insights; none: the paper's, no audit
 
 
 @dataclass(frozen=True)
@@ -45,17 +45,10 @@ class BuildSettings:
     audit: str = "placeholders"
 
     @classmethod
-    def from_options(cls, options: dict) -> "BuildSettings":
-        prompts = str(options.get("prompts", cls.prompts)).strip().lower()
-        insights = str(options.get("insights", cls.insights)).strip().lower()
-        audit = str(options.get("audit", cls.audit)).strip().lower()
-        chars = str(options.get("observation_chars", cls.observation_chars)).strip()
-        if prompts not in ("generic", "benchmark") or insights not in ("reject", "trim") or audit not in AUDITS:
-            raise AmdError(f"build options prompts must be generic or benchmark, insights reject or trim and audit "
-                           f"{' or '.join(AUDITS)}, got prompts={prompts!r}, insights={insights!r}, audit={audit!r}")
-        if not chars.isdigit() or int(chars) < 20:
-            raise AmdError(f"build option observation_chars must be a whole number of at least 20, got {chars!r}")
-        return cls(prompts, insights, int(chars), audit)
+    def from_options(cls, options: Mapping[str, OptionValue]) -> "BuildSettings":
+        """The settings of the build options given, parsed (amd.spec.parse_options)."""
+        return cls(str(options.get("prompts", cls.prompts)), str(options.get("insights", cls.insights)),
+                   int(options.get("observation_chars", cls.observation_chars)), str(options.get("audit", cls.audit)))
 
     def describe(self) -> str:
         """One string (a pooled bank's members must then agree on it rather than sum its numbers); the audit only
@@ -66,7 +59,10 @@ class BuildSettings:
     @classmethod
     def described(cls, text: str | None) -> "BuildSettings":
         """The settings `describe` wrote (a bank's manifest), the defaults for None (a bank built without any)."""
-        return cls.from_options(dict(item.split("=", 1) for item in text.split(","))) if text else cls()
+        if not text:
+            return cls()
+        given = dict(item.split("=", 1) for item in text.split(","))
+        return cls.from_options(parse_options("amd", "build", given, BUILD_OPTIONS))
 
     def prompt(self, name: str, benchmark) -> str:
         return benchmark_prompt(name, getattr(benchmark, "name", None)) if self.prompts == "benchmark" else name

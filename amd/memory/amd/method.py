@@ -6,7 +6,7 @@ from collections import Counter
 from amd.errors import AmdError
 from amd.memory.amd.entries import BuildSettings, build_entries, successful
 from amd.memory.amd.render import check_representation, parse_representation
-from amd.memory.amd.retrieval import AmdHooks, flag
+from amd.memory.amd.retrieval import AmdHooks
 from amd.memory.amd.spec import AMD_TYPES, REPRESENTATIONS
 from amd.memory.bank import BankContents
 
@@ -38,7 +38,7 @@ class AmdMemory:
                       "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}, "audited": audited})
 
     def open(self, bank, config, settings) -> AmdHooks:
-        if flag(settings.options.get("online", False), "online"):
+        if settings.options.get("online", False):
             from amd.memory.amd.online import OnlineAmdHooks
 
             return OnlineAmdHooks(bank, config, settings)

@@ -37,8 +37,8 @@ class OnlineAmdHooks(AmdHooks):
         super().__init__(bank, config, settings)
         options = settings.options
         self.writer_spec = str(options.get("online_writer") or bank.manifest["writer"]["spec"])
-        self.dedup = _number(options.get("online_dedup", DEFAULT_DEDUP), "online_dedup", 0.0, 1.01)
-        self.decay = _number(options.get("online_decay", DEFAULT_DECAY), "online_decay", 0.0, 1.0)
+        self.dedup = float(options.get("online_dedup", DEFAULT_DEDUP))  # bounds: the spec's (parsed in open_memory)
+        self.decay = float(options.get("online_decay", DEFAULT_DECAY))
         self.bank = OnlineBank(self.bank, self.decay, _lookup_key)
         self.embedded = {t: spec["embedded"] for t, spec in bank.manifest["types"].items()}
         self.benchmark, self.history, self._writer = None, None, None
@@ -177,16 +177,6 @@ def _online_entry(entry: dict, record: dict) -> dict:
 def _lookup_key(type_name: str, entry: dict):
     """Entries compete for the same retrievals only within one key: function entries are looked up by name."""
     return (entry.get("app"), entry["name"]) if type_name == "function" else None
-
-
-def _number(value, name: str, low: float, high: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not low <= number <= high:
-        raise AmdError(f"memory option {name} must be a number from {low} to {high}, got {value!r}")
-    return number
 
 
 # ---- what the analysis reads of a finished online run (the spec's run_usage and run_entries) --------------------

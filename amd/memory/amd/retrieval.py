@@ -28,13 +28,12 @@ import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
-from amd.memory.amd.decompose import MAX_SAMPLES, checked_decomposition, decompose_instruction
+from amd.memory.amd.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.amd.spec import RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records, query_record
 from amd.prompts import benchmark_prompt
 
-TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
@@ -45,27 +44,28 @@ DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperat
 class AmdHooks(BankHooks):
     def __init__(self, bank, config, settings):
         super().__init__(bank, config, settings)
-        options = settings.options  # their names are checked against the spec (amd.memory.method.open_memory)
-        self.per_turn_subtasks = "subtask" in self.types and flag(options.get("per_turn", False), "per_turn")
-        self.subtasks_in_system = _choice(options, "turn_memory", TURN_MEMORY) == "system"
-        if self.subtasks_in_system and not flag(options.get("per_turn", False), "per_turn"):
+        options = settings.options  # parsed by the spec's declarations (amd.memory.method.open_memory)
+        per_turn = bool(options.get("per_turn", False))
+        self.per_turn_subtasks = "subtask" in self.types and per_turn
+        self.subtasks_in_system = options.get("turn_memory", TURN_MEMORY[0]) == "system"
+        if self.subtasks_in_system and not per_turn:
             raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
-        self.placement = _choice(options, "placement", PLACEMENTS)
-        self.fn_doc = flag(options.get("fn_doc", False), "fn_doc")
+        self.placement = str(options.get("placement", PLACEMENTS[0]))
+        self.fn_doc = bool(options.get("fn_doc", False))
         benchmarks = bank.manifest.get("benchmarks") or [None]
         self.decompose_prompt = benchmark_prompt("decompose", benchmarks[0]) \
-            if _choice(options, "prompts", PROMPT_SETS) == "benchmark" and len(benchmarks) == 1 else "decompose"
+            if options.get("prompts", PROMPT_SETS[0]) == "benchmark" and len(benchmarks) == 1 else "decompose"
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
-        self.decompose_samples = _whole_number(options.get("decompose_samples", 1), "decompose_samples", MAX_SAMPLES)
-        self.decompose_temperature = _temperature(options.get("decompose_temperature",
-                                                              DEFAULT_DECOMPOSE_TEMPERATURE))
+        self.decompose_samples = int(options.get("decompose_samples", 1))
+        self.decompose_temperature = float(options.get("decompose_temperature", DEFAULT_DECOMPOSE_TEMPERATURE))
+        if not self.decompose_temperature > 0:
+            raise AmdError("memory option decompose_temperature must be a number > 0 (samples that vary), got "
+                           f"{options['decompose_temperature']!r}")
         if self.decompose_samples > 1 and ("subtask" not in self.types or self.per_turn_subtasks):
             raise AmdError("memory option decompose_samples needs subtask memory retrieved at task start (a config "
                            "with st, per_turn false)")
-        self.fn_gate = str(options.get("fn_gate", "always")).strip().lower()
-        if self.fn_gate not in FN_GATES:
-            raise AmdError(f"memory option fn_gate must be one of {', '.join(FN_GATES)}, got {options['fn_gate']!r}")
+        self.fn_gate = str(options.get("fn_gate", FN_GATES[0]))
         self._function_errors: dict[str, Counter] = {}  # per task id (hooks serve every task of a run at once)
         self._errors_lock = threading.Lock()
         self.function_vectors = self.bank.vectors("function")
@@ -179,34 +179,3 @@ class AmdHooks(BankHooks):
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
                             with_doc=self.fn_doc)
-
-
-def _whole_number(value, name: str, largest: int) -> int:
-    text = str(value).strip()
-    if not text.isdigit() or not 1 <= int(text) <= largest:
-        raise AmdError(f"memory option {name} must be a whole number from 1 to {largest}, got {value!r}")
-    return int(text)
-
-
-def _temperature(value) -> float:
-    try:
-        temperature = float(value)
-    except (TypeError, ValueError):
-        temperature = 0.0
-    if not temperature > 0:
-        raise AmdError(f"memory option decompose_temperature must be a number > 0 (samples that vary), got {value!r}")
-    return temperature
-
-
-def _choice(options: dict, name: str, allowed: tuple) -> str:
-    value = str(options.get(name, allowed[0])).strip().lower()
-    if value not in allowed:
-        raise AmdError(f"memory option {name} must be one of {', '.join(allowed)}, got {options[name]!r}")
-    return value
-
-
-def flag(value, name: str) -> bool:
-    text = str(value).strip().lower()
-    if text not in TRUE + FALSE:
-        raise AmdError(f"memory option {name} must be true or false, got {value!r}")
-    return text in TRUE
