@@ -12,6 +12,7 @@ does not record, leaves the run's dollars (and its token total) unknown, with a 
 
 import csv
 import hashlib
+import io
 import json
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -37,7 +38,7 @@ class Price:
 
 @cache
 def price_table() -> dict[str, Price]:
-    with PRICE_FILE.open(encoding="utf-8", newline="") as handle:
+    with io.TextIOWrapper(PRICE_FILE.open("rb"), encoding="utf-8", newline="") as handle:
         return {row["spec"]: Price(float(row["input"]), float(row["cached_input"]) if row["cached_input"] else None,
                                    float(row["output"]), row["date"], row["source"]) for row in csv.DictReader(handle)}
 
@@ -117,7 +118,7 @@ def _usages(records: list[dict], run_path) -> tuple[list[Usage], list[str]]:
 def _writer_usages(memory: dict, records: list[dict], run_path, notes: list[str]) -> list[Usage]:
     """The bank's build (read at the path the run recorded, relative to the current folder) and what the run's
     memory method says its run used beside the records (its spec's run_usage, e.g. an online writer model)."""
-    parts = _bank_writers(memory.get("bank"), memory.get("bank_sha256"), notes) if memory.get("bank") else []
+    parts = _bank_writers(bank, memory.get("bank_sha256"), notes) if (bank := memory.get("bank")) else []
     spec = run_method(memory)
     for used in load_target(spec.run_usage)(records, run_path) if spec and spec.run_usage else []:
         if "note" in used:

@@ -88,6 +88,7 @@ def _memory(args, k: dict, delta: dict):
     options = parse_options(args.memory_option, "--memory-option")
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
                         split_seed=args.split_seed, options=options)
+    assert hooks is not None  # None only for zero_shot, handled above
     return hooks, hooks.describe()
 
 

@@ -13,7 +13,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +113,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
 
 def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, bar, stop_at_crash: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        pending = {}
+        pending: dict[Future[None], str] = {}
         queue = list(todo)
         while queue or pending:
             while queue and len(pending) < max(1, concurrency):

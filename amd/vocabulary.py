@@ -8,6 +8,7 @@ Snakemake rules and the analysis take their choices from this module, and none o
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from amd.errors import AmdError, did_you_mean
 from amd.registry import MEMORY_METHODS, OUTPUTS
@@ -68,7 +69,7 @@ def method_specs() -> list[MethodSpec]:
 
 def memory_types() -> dict[str, MemoryType]:
     """Every memory type of every registered method, by code."""
-    types = {}
+    types: dict[str, Any] = {}
     for spec in method_specs():
         for memory_type in spec.types:
             if types.setdefault(memory_type.code, memory_type) != memory_type:
@@ -124,7 +125,7 @@ def memory_type(code_or_name: str) -> MemoryType:
 
 def option_flags() -> dict[str, tuple[str, Option]]:
     """Run options with a flag of their own in `amd run` (flag -> (option name, option)), from every method."""
-    flags = {}
+    flags: dict[str, Any] = {}
     for spec in method_specs():
         for name, option in spec.run_options.items():
             if option.flag and flags.setdefault(option.flag, (name, option))[0] != name:
@@ -134,7 +135,7 @@ def option_flags() -> dict[str, tuple[str, Option]]:
 
 def bank_settings() -> list[Setting]:
     """Every method's settings (build options the workflow varies), one per key."""
-    found = {}
+    found: dict[str, Any] = {}
     for spec in method_specs():
         for setting in spec.settings:
             if found.setdefault(setting.key, setting) != setting:

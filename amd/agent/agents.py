@@ -6,6 +6,7 @@ students. Agents are registered in `amd.registry` (AGENTS).
 """
 
 import json
+from typing import Any
 
 from amd.agent.base import AgentReply
 from amd.agent.history import trimmed
@@ -52,9 +53,9 @@ class ModelAgent:
         self.tools: list[dict] = []
         self._step = 0
         self._last_native = False
-        self._response_format = None  # prompting json: the constraint of every step
+        self._response_format: dict[str, Any] | None = None  # prompting json: the constraint of every step
         self._system = ""  # the system prompt without memory
-        self._memory = {"start": "", "turn": "", "first": False}
+        self._memory: dict[str, Any] = {"start": "", "turn": "", "first": False}
 
     def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
         self.tools = tools
@@ -148,7 +149,7 @@ class ModelAgent:
         elif self._last_native:
             named = self.model.params["prompting"] == OFFICIAL and self.official_history.get("tool_names")
             for index, observation in enumerate(observations):
-                message = {"role": "tool", "tool_call_id": self._call_id(index), "content": observation}
+                message: dict[str, Any] = {"role": "tool", "tool_call_id": self._call_id(index), "content": observation}
                 if named and index < len(proposals):
                     message["name"] = proposals[index].name
                 self.messages.append(message)
@@ -167,7 +168,7 @@ class ModelAgent:
         # The official harnesses send back the arguments as the model wrote them.
         official = self.model.params["prompting"] == OFFICIAL
         null = official and native and not text and self.official_history.get("null_content")
-        message = {"role": "assistant", "content": None if null else text}
+        message: dict[str, Any] = {"role": "assistant", "content": None if null else text}
         if native:
             message["tool_calls"] = [
                 {"id": self._call_id(i), "type": "function",

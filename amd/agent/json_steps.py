@@ -9,6 +9,7 @@ a parameter, and a reply ends as soon as its object closes. The benchmark still 
 
 import copy
 import json
+from typing import Any
 
 from amd.agent.parsing import parse_reply
 from amd.benchmarks.base import Proposal
@@ -19,6 +20,7 @@ REF_PREFIX = "#/$defs/"
 
 def step_format(tools: list[dict]) -> dict:
     """The response_format of one step: a call of one of `tools` (OpenAI function tools) or the final answer."""
+    definitions: dict[str, Any]
     choices, definitions = [], {}
     for tool in tools:
         function = tool["function"]

@@ -84,12 +84,12 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     total_steps = 0
     last_reply = None
     official = episode.official_turns
-    per_turn = step_caps(episode, limits)["max_steps_per_turn"]
+    per_turn = limits.max_steps_per_turn if episode.caps_turns else limits.max_steps
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()
         agent.add_user(user, injected.text, memory_in_system=injected.in_system)
-        turn = {"user": user, "steps": [], "injected_memory": injected.records}
+        turn: dict[str, Any] = {"user": user, "steps": [], "injected_memory": injected.records}
         turns.append(turn)
         queries += injected.queries
         for _ in range(requests_per_turn):

@@ -132,7 +132,7 @@ def _call_list(source: str) -> list[Proposal] | None:
     # observation the model can read, and never executes it.
     if not items or not all(isinstance(n, ast.Call) for n in items):
         return None
-    return [Proposal(source=ast.get_source_segment(source, n)) for n in items]
+    return [Proposal(source=ast.get_source_segment(source, n) or "") for n in items]
 
 
 

@@ -3,6 +3,7 @@ each measured with the figure's renderer, the note wrapped to the figure's width
 both (tight_layout keeps their titles, labels and tick labels apart)."""
 
 import textwrap
+from typing import Any
 
 NOTE_SIZE = 6
 LEGEND_SIZE = 6
@@ -49,7 +50,7 @@ def _note(fig, lines: list[str], renderer):
 
 def _unique_handles(fig) -> tuple[list, list]:
     """Every panel's labelled artists, each label once, in the order first drawn."""
-    seen = {}
+    seen: dict[str, Any] = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, handle)

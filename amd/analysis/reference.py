@@ -16,6 +16,7 @@ A paper number stands beside one of our cells only where the cell is in the pape
 """
 
 import csv
+import io
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
@@ -62,7 +63,7 @@ def setting(table: str, protocol, temperature=None, variant=None) -> str:
 
 
 def _read(name: str) -> tuple[dict, ...]:
-    with (DATA / name).open(newline="", encoding="utf-8") as handle:
+    with io.TextIOWrapper((DATA / name).open("rb"), encoding="utf-8", newline="") as handle:
         return tuple(csv.DictReader(handle))
 
 

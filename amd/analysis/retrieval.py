@@ -7,6 +7,7 @@ below it alike) and every injection with its similarity. Files written before `m
 the injected similarities; their query counts are unknown (None)."""
 
 import statistics
+from typing import Any
 
 TABLE_NOTE = ("queries: retrieval queries recorded (per type: workflow the instruction, subtask each decomposed label or "
         "user turn, function each failing function looked up by name, a baseline's its own); no_entry_%: the share "
@@ -23,7 +24,7 @@ def run_retrieval(records: list[dict]) -> dict:
     """Per memory type name: delta (None: no threshold), queries (None where the records have none recorded),
     no_entry (queries that found none), missed_best (their best similarities) and injected (the injected entries'
     similarities)."""
-    stats = {}
+    stats: dict[str, Any] = {}
     delta = records[0]["memory"].get("delta", {}) if records else {}
     recorded = all("memory_queries" in record for record in records)
 
@@ -56,7 +57,7 @@ def injections(record: dict) -> list[dict]:
 def pooled(runs) -> dict:
     """The per-type stats of several runs (a cell's seeds) as one: counts summed (None if any run's is unknown),
     similarities joined, δ the runs' own (None where they differ)."""
-    total = {}
+    total: dict[str, Any] = {}
     for stats in runs:
         for type_name, item in stats.items():
             into = total.setdefault(type_name, {"delta": item["delta"], "queries": 0, "no_entry": 0,

@@ -7,6 +7,7 @@ as CSV and as Markdown with its caption and notes. Success rates are percentages
 """
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -96,7 +97,7 @@ def table1_main(runs: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def paper_value(reference, table: str, row, memory: str, models: dict) -> float | None:
+def paper_value(reference, table: str, row, memory: str | None, models: dict) -> float | None:
     """The paper's number beside an aggregated cell (model, teacher, tasks, protocol, temperature) where it is in the
     paper's setting; `models`: our teachers' models by name (cells.teacher_models)."""
     teacher = models.get(row.teacher) if isinstance(row.teacher, str) else None
@@ -143,6 +144,8 @@ def reconstruction_notes(table: pd.DataFrame) -> list[str]:
         if memory in ("teacher", ZERO_SHOT):
             continue
         method = memory_config(memory).method
+        if method is None:
+            continue
         spec = method_spec(method)
         if spec.reconstructed is None:
             continue
@@ -226,7 +229,7 @@ def table5_repeats(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _verdicts_by_task(cell: pd.DataFrame) -> dict:
     """Each task's verdicts over the cell's runs (seeds)."""
-    verdicts = {}
+    verdicts: dict[str, Any] = {}
     for by_task in cell["success_by_task"]:
         for task, solved in by_task.items():
             verdicts.setdefault(task, []).append(bool(solved))
@@ -288,8 +291,8 @@ def caption(name: str) -> str:
 
     if name in CAPTIONS:
         proposed = proposed_config()
-        return CAPTIONS[name].format(method=method_spec(memory_config(proposed).method).title if proposed else "no",
-                                     config=proposed)
+        method = memory_config(proposed).method if proposed else None
+        return CAPTIONS[name].format(method=method_spec(method).title if method else "no", config=proposed)
     return " ".join((OUTPUTS.load(name).__doc__ or name).strip().split("\n\n")[0].split())
 
 

@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 from importlib.resources import files
+from typing import Any
 
 from amd.errors import AmdError
 from amd.files import atomic_file
@@ -25,7 +26,7 @@ from amd.vocabulary import ZERO_SHOT, run_method
 TEMPLATES = files("amd.page_templates")
 SHOWN_ELSEWHERE = ("id", "type", "source_task_id", "source_group", "source_teacher")  # entry fields of the header
 # Optional fields of a step and of an injection record (amd/trajectory.schema.json), as the page reads them.
-STEP_DEFAULTS = {"rejected": [], "code": None, "tokens": None, "cached": False, "model_error": None,
+STEP_DEFAULTS: dict[str, Any] = {"rejected": [], "code": None, "tokens": None, "cached": False, "model_error": None,
                  "finish_reason": None}
 INJECTION_DEFAULTS = {"source_teacher": None, "query": None}
 INJECTION_SHOWN = ("type", "entry_id", "source_task_id", "similarity", *INJECTION_DEFAULTS)  # the rest: as key value

@@ -21,6 +21,7 @@ import ast
 import functools
 import hashlib
 import importlib.metadata
+from typing import Any
 
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
@@ -43,7 +44,8 @@ def _suites() -> dict:
 @functools.cache
 def _package_sha256() -> str:
     """Hash of the installed package's RECORD, which lists the hash of every file in it (tasks and data alike)."""
-    return hashlib.sha256(importlib.metadata.distribution(PACKAGE).read_text("RECORD").encode()).hexdigest()
+    record = importlib.metadata.distribution(PACKAGE).read_text("RECORD")
+    return hashlib.sha256(record.encode()).hexdigest()  # type: ignore[union-attr]  # a wheel always has one
 
 
 def _task_number(task_id: str) -> int:
@@ -89,7 +91,7 @@ def _combined_parts(task) -> list[str]:
     return [cell.cell_contents.ID for cell in cells if isinstance(cell.cell_contents, BaseUserTask)]
 
 
-def locate(task_id: str):
+def locate(task_id: object) -> tuple[Any, Any, Any]:
     """(suite, user task, injection task or None) of a task id `suite/user_task_N[/injection_task_M]`."""
     if not isinstance(task_id, str):
         raise AmdError(f"AgentDojo task id must be a string, got {task_id!r}")
@@ -284,7 +286,7 @@ class AgentDojoEpisode(base.CallByCallEpisode):
         self._env = task.init_environment(suite.load_and_inject_default_environment(injections))
         self._pre_env = self._env.model_copy(deep=True)
         self._runtime = FunctionsRuntime(suite.tools)
-        self._traces = []  # FunctionCall per executed call, for utility_from_traces
+        self._traces: list[Any] = []  # FunctionCall per executed call, for utility_from_traces
         self._answer = ""
         self.decoded_calls: list[list[list[str]]] = []
 

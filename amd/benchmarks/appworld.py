@@ -84,10 +84,10 @@ class AppWorld(Benchmark):
         require_confined_files(MODEL_CODE_RUNNER)
 
     def start(self, task_id: str) -> "AppWorldEpisode":
-        if self._pool is None:
-            venv, self._root = AppWorldVenv(), _run_root(self.data)
+        if self._pool is None or self._root is None:
+            venv, root = AppWorldVenv(), _run_root(self.data)
             venv.check()
-            self._pool = ProcessPool(lambda: AppWorldServer(venv, self._root))
+            self._root, self._pool = root, ProcessPool(lambda: AppWorldServer(venv, root))
         return AppWorldEpisode(self._known(task_id), self._pool, self._root, self.data, self.harness)
 
     def function_info(self, name: str) -> FunctionInfo:
@@ -177,7 +177,7 @@ class AppWorldEpisode(Episode):
 
     def close(self) -> None:
         """Close the task's world, drop its outputs and give the server back (once)."""
-        server, self._server = self._server, None
+        server, self._server = self._server, None  # type: ignore[assignment]  # closed: no server
         if server is None:
             return
         try:
@@ -190,10 +190,15 @@ class AppWorldEpisode(Episode):
 
 # ---- code, read with ast and never run here ------------------------------------------------------------------------
 
+def _end_line(node: ast.expr) -> int:
+    """The last line of a parsed node (ast sets it on every node it parses)."""
+    return node.end_lineno or node.lineno
+
+
 def api_calls(code: str) -> list[ExecutedCall]:
     """Every `apis.APP.FUNCTION(...)` call written in the block, in source order: name `APP.FUNCTION`, literal
     keyword arguments (None where the value is not a literal), and the call's own source text."""
-    return [ExecutedCall(name=name, arguments=_keyword_literals(node), call=ast.get_source_segment(code, node))
+    return [ExecutedCall(name=name, arguments=_keyword_literals(node), call=ast.get_source_segment(code, node) or "")
             for node, name in _api_call_nodes(code)]
 
 
@@ -206,10 +211,10 @@ def failing_calls(code: str, output: str, rule: str = "before") -> list[str]:
         return []
     line = int(lines[-1])
     calls = _api_call_nodes(code)
-    on_line = [name for node, name in calls if node.lineno <= line <= node.end_lineno]
+    on_line = [name for node, name in calls if node.lineno <= line <= _end_line(node)]
     if on_line or rule == "line":
         return list(dict.fromkeys(on_line))
-    before = sorted((node.end_lineno, node.end_col_offset, name) for node, name in calls if node.end_lineno < line)
+    before = sorted((_end_line(node), node.end_col_offset or 0, name) for node, name in calls if _end_line(node) < line)
     return [name for *_, name in before[-1:]]  # the call that returned last: an outer call after its arguments
 
 
@@ -267,7 +272,7 @@ def solution_blocks(source: str, task_id: str) -> list[str]:
 
 def _leaves_early(body: list[ast.stmt]) -> bool:
     """A return, yield, global or nonlocal at the function's own level (not inside a nested def or class)."""
-    pending = list(body)
+    pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)):

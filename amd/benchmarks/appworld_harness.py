@@ -25,6 +25,7 @@ ACE's `max_tokens` (2048 by default, 4096 in the release's configs) is the run's
 """
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from amd.errors import AmdError
 
@@ -59,7 +60,7 @@ def harness_from_options(harness: str = "amd", **options) -> AppWorldHarness:
     """The preset `harness` (amd or paper) with any single option given beside it in its place."""
     if harness not in PRESETS:
         raise AmdError(f"benchmark appworld: harness must be one of {', '.join(PRESETS)}, got {harness!r}")
-    chosen = {}
+    chosen: dict[str, Any] = {}
     for name, value in options.items():
         text = str(value).strip().lower()
         if name in CHOICES and text not in CHOICES[name]:

@@ -104,11 +104,15 @@ class Episode(Protocol):
     history_chars: int | None = None  # CODE: trim what is sent to the model to this many characters
     caps_turns: bool = True  # False where the benchmark's harness caps only the task's steps, not each turn's
     official_turns: bool = False  # it follows its official harness's turn loop (amd.agent.loop)
-    # Prompting `official`: the tools exactly as the official harness sends them (None: `tools`), and how it writes
-    # the history back: {"null_content": True} for an assistant message's content null beside tool calls,
-    # {"tool_names": True} for tool messages that name their function.
-    official_tools: list[dict[str, Any]] | None = None
+    # Prompting `official`: how its official harness writes the history back: {"null_content": True} for an
+    # assistant message's content null beside tool calls, {"tool_names": True} for tool messages that name their
+    # function (None: neither).
     official_history: dict[str, bool] | None = None
+
+    @property
+    def official_tools(self) -> list[dict[str, Any]] | None:
+        """Prompting `official`: the tools exactly as the benchmark's official harness sends them (None: `tools`)."""
+        return None
 
     def next_user_message(self, last_agent_reply: str | None) -> str | None:
         """The next user turn, or None when the conversation is over. Starting a turn ends the previous one."""

@@ -22,6 +22,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
@@ -92,7 +93,7 @@ def _first_turn(entry: dict) -> str:
 
 def _groups_by_first_turn(entries: dict) -> dict:
     """Tasks whose first user turn is identical are one group, named by the first of them."""
-    first_of = {}
+    first_of: dict[str, Any] = {}
     for task_id in sorted(entries, key=_task_number):
         first_of.setdefault(_first_turn(entries[task_id]), task_id)
     return {task_id: first_of[_first_turn(entry)] for task_id, entry in entries.items()}
@@ -143,7 +144,7 @@ class BfclMultiTurn(Benchmark):
         official = (record.get("data_version") or {}).get("harness") == "official"
         return official and len(record.get("turns", [])) == len(self._entry(record["task_id"])["question"])
 
-    def _entry(self, task_id: str) -> dict:
+    def _entry(self, task_id: object) -> dict[str, Any]:
         if not isinstance(task_id, str):
             raise AmdError(f"BFCL task id must be a string, got {task_id!r}")
         if task_id not in self._data.entries:
@@ -191,7 +192,7 @@ class BfclEpisode(base.CallByCallEpisode):
         return turns
 
     @functools.cached_property
-    def official_tools(self) -> list[dict]:
+    def official_tools(self) -> list[dict[str, Any]]:
         """The tools as bfcl-eval's OpenAI function-calling handler sends them: its own loader's processing of the
         entry (the involved classes' docs, a Python-syntax note on each description) and its own conversion
         (`convert_to_tool`: float as number with format float, untyped as string, the response schema kept)."""
@@ -328,7 +329,7 @@ def _observation(result) -> str:
     return str(result)
 
 
-def _recanonical(text, docs: dict, task_id: str) -> str:
+def _recanonical(text: str, docs: dict[str, Any], task_id: object) -> str:
     if not isinstance(text, str):
         raise AmdError(f"{task_id}: stored call must be a string, got {type(text).__name__}")
     try:

@@ -7,6 +7,7 @@ node; nothing is ever evaluated. Positional arguments are mapped to keywords in 
 
 import ast
 import math
+from typing import TypeGuard
 
 from amd.benchmarks.base import CallRejected
 
@@ -119,7 +120,7 @@ def _check_cost(name: str, kwargs: dict) -> None:
                                f"{MAX_RESULT_DIGITS}")
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -148,9 +149,10 @@ def _check_literal_node(node: ast.AST, where: str, depth: int) -> None:
     if isinstance(node, ast.Dict) and any(key is None for key in node.keys):
         raise CallRejected(f"{where}: ** unpacking is not allowed")
     if isinstance(node, _LITERAL_CONTAINERS):
-        children = (node.keys + node.values) if isinstance(node, ast.Dict) else node.elts
+        children = [*node.keys, *node.values] if isinstance(node, ast.Dict) else node.elts
         for child in children:
-            _check_literal_node(child, where, depth + 1)
+            if child is not None:  # a None key (** unpacking) was refused above
+                _check_literal_node(child, where, depth + 1)
         return
     raise CallRejected(f"{where} must be a literal value, got {_node_kind(node)}")
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from amd.errors import AmdError
 
@@ -84,7 +84,7 @@ def confinement_mode() -> str:
 
 @functools.cache
 def _available_mode(wanted: str) -> str:
-    reasons = []
+    reasons: list[Any] = []
     for mode in MODES if wanted == "auto" else (wanted,):
         why = _unavailable(mode)
         if why is None:
@@ -135,6 +135,8 @@ def _unavailable(mode: str) -> str | None:
 class ConfinedProcess:
     """One benchmark process, started under `confinement_mode()`; `stop()` ends it (once)."""
 
+    _lifeline: int | None  # the write end of the pipe whose closing tells the process to exit
+
     def __init__(self, argv: list[str], box: Confinement, *, pass_fds: tuple[int, ...] = (), **popen):
         if box.model_code:
             require_confined_files(box.model_code)
@@ -150,8 +152,8 @@ class ConfinedProcess:
                LIFELINE_VARIABLE: str(read_end), **box.variables}
         command = [*_wrapper(self.mode, box), *_limits(), *argv]
         try:
-            self.process = _SPAWNER.submit(subprocess.Popen, command, env=env, pass_fds=(*pass_fds, read_end),
-                                           start_new_session=True, **popen).result()
+            self.process = _SPAWNER.submit(lambda: subprocess.Popen(command, env=env, pass_fds=(*pass_fds, read_end),
+                                                                    start_new_session=True, **popen)).result()
         except BaseException:
             self._remove_home()
             os.close(self._lifeline)
@@ -201,11 +203,11 @@ def _bwrap(box: Confinement) -> list[str]:
         args.append("--unshare-user")
     args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", PRIVATE_TMP,
              "--perms", "0777", "--dir", PRIVATE_HOME]
-    for path in SYSTEM_PATHS:  # merged-/usr systems link /bin, /lib, ... into /usr
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
+    for system_path in SYSTEM_PATHS:  # merged-/usr systems link /bin, /lib, ... into /usr
+        if os.path.islink(system_path):
+            args += ["--symlink", os.readlink(system_path), system_path]
+        elif os.path.isdir(system_path):
+            args += ["--ro-bind", system_path, system_path]
     readable = [Path(p) for p in (*SYSTEM_FILES, *(NETWORK_FILES if box.network else ())) if os.path.exists(p)]
     readable += [Path(p).absolute() for p in box.readable]
     writable = [Path(p).absolute() for p in box.writable]
@@ -258,7 +260,16 @@ def _limits() -> list[str]:
     return ["prlimit", *(f"--{name}={value}" for name, value in LIMITS.items()), "--"]
 
 
-Process = TypeVar("Process")
+class Stoppable(Protocol):
+    """What a pool holds: a process that says whether it is alive and can be stopped."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+Process = TypeVar("Process", bound=Stoppable)
 
 
 class ProcessPool(Generic[Process]):

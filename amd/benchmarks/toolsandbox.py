@@ -127,7 +127,7 @@ class ToolSandbox(Benchmark):
 
         with self._lock:
             if self._user is None:
-                model = open_model(self.user_spec, self.user_params)
+                model = open_model(self.user_spec, self.user_params)  # type: ignore[arg-type]  # task_ids() checked it
                 model.ensure_reachable()
                 self._user = UserSimulator(model)
             return self._user
@@ -158,11 +158,12 @@ class ToolSandboxEpisode(Episode):
         self.tools = first.get("tools", [])  # none when the scenario ended before the agent's first turn
         self.system_message = "\n\n".join(first.get("system", []))  # ToolSandbox's system message to the agent
         self.official_history = {"tool_names": True}  # how ToolSandbox's own OpenAI agent writes its history
-        self._opening = _user_text(first) if self._ended is None else None
+        self._opening: str | None = _user_text(first) if self._ended is None else None
         self.instruction = self._opening or ""
         self._schema = ToolSchema(self.tools)
 
     def next_user_message(self, last_agent_reply: str | None) -> str | None:
+        text: str | None
         if self._opening is not None:
             text, self._opening = self._opening, None
         elif self._ended is not None:
@@ -264,8 +265,9 @@ class UserSimulator:
         if tools and not self.model.native_tools:
             messages = _tools_in_prompt(messages, tools)
         reply = self.model.chat(messages, tools)
-        for key, value in reply.usage().items() if usage is not None else ():
-            usage[key] += int(value)
+        if usage is not None:
+            for key, value in reply.usage().items():
+                usage[key] += int(value)
         if reply.error is not None:  # not ToolSandbox's fault: the task is left out and a rerun retries it
             raise AmdError(f"user model {self.model.spec}: {reply.error}")
         offered = {tool["function"]["name"] for tool in tools or []}
@@ -282,6 +284,9 @@ class Worker:
     def __init__(self, python: Path, box: Confinement):
         self.process = ConfinedProcess([str(python), str(WORKER)], box, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        text=True, encoding="utf-8")
+        stdin, stdout = self.process.process.stdin, self.process.process.stdout
+        assert stdin is not None and stdout is not None  # opened as pipes just above
+        self._stdin, self._stdout = stdin, stdout
 
     def request(self, message: dict, answer_ask=None) -> dict:
         """Send a request; answer the worker's asks (the user model) until its answer comes."""
@@ -304,7 +309,7 @@ class Worker:
         """Closing its stdin ends the worker (so does the lifeline, which stop() closes); one that lingers is
         killed."""
         try:
-            self.process.process.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         self.process.stop(WORKER_EXIT_S)
@@ -314,9 +319,9 @@ class Worker:
 
     def _exchange(self, message: dict) -> dict:
         try:
-            self.process.process.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
-            self.process.process.stdin.flush()
-            line = self.process.process.stdout.readline()
+            self._stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            self._stdin.flush()
+            line = self._stdout.readline()
         except OSError:
             line = ""
         if not line:

@@ -33,6 +33,7 @@ import traceback
 from importlib.metadata import version
 from inspect import getmodule
 from pathlib import Path
+from typing import Any
 
 import tool_sandbox
 import tool_sandbox.tools
@@ -53,6 +54,12 @@ from tool_sandbox.scenarios import named_scenarios
 
 SCENARIO_SEED = 42  # ToolSandbox's CLI seeds `random` with 42 before building scenarios (tool order in allow lists)
 RAPID_API_MODULE = "tool_sandbox.tools.rapid_api_search_tools"  # tools that call RapidAPI over the network
+
+
+def _module_name(tool: object) -> str:
+    """The dotted name of the module that defines a tool."""
+    module = getmodule(tool)
+    return module.__name__ if module is not None else ""
 
 
 class StopPlay(Exception):
@@ -170,10 +177,10 @@ class Worker:
     def __init__(self, channel: Channel):
         self.channel = channel
         self.tools = find_tools_by_module(tool_sandbox.tools, preferred_tool_backend=ToolBackend.DEFAULT)
-        self.scenarios = None
-        self.scenario = None
-        self.outcome = None  # how the scenario being played ended: "user", "message_limit", "stopped", "exception"
-        self.exception = None
+        self.scenarios: dict[str, Any] | None = None
+        self.scenario: Any = None
+        self.outcome: str | None = None  # how the scenario being played ended: "user", "message_limit", "stopped", "exception"
+        self.exception: str | None = None
 
     def serve(self) -> None:
         while True:
@@ -205,11 +212,11 @@ class Worker:
         return {"package": f"tool_sandbox=={version('tool_sandbox')}", "sha256": digest.hexdigest()}
 
     def catalog(self) -> dict:
-        return {name: {"app": getmodule(tool).__name__.rsplit(".", 1)[-1],
+        return {name: {"app": _module_name(tool).rsplit(".", 1)[-1],
                        "doc": convert_to_openai_tool(tool)["function"]}
                 for name, tool in self.tools.items()}
 
-    def load_scenarios(self) -> dict:
+    def load_scenarios(self) -> dict[str, Any]:
         if self.scenarios is None:
             random.seed(SCENARIO_SEED)
             self.scenarios = {name: scenario for name, scenario in
@@ -218,8 +225,8 @@ class Worker:
         return self.scenarios
 
     def base_scenarios(self) -> dict:
-        rapid = {name for name, tool in self.tools.items() if getmodule(tool).__name__ == RAPID_API_MODULE}
-        sets = {"offline": [], "rapidapi": []}
+        rapid = {name for name, tool in self.tools.items() if _module_name(tool) == RAPID_API_MODULE}
+        sets: dict[str, list[str]] = {"offline": [], "rapidapi": []}
         for name, scenario in self.load_scenarios().items():
             online = rapid & set(scenario.starting_context.tool_allow_list or [])
             sets["rapidapi" if online else "offline"].append(name)

@@ -2,6 +2,7 @@
 ChatReply. Specs are described in amd.llm.specs; params in amd.llm.client (sampling vs transport)."""
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from amd.errors import AmdError
@@ -25,7 +26,7 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
     params = resolve_params(params)
     if params["think"] and parsed.kind != "vllm":
         raise AmdError(f"thinking can be switched on for Qwen3 models served by vLLM only, not {spec}")
-    common = {"spec": spec, "model": parsed.model, "params": params}
+    common: dict[str, Any] = {"spec": spec, "model": parsed.model, "params": params}
     if parsed.kind == "openai":
         client = sdk_client(params, api_key=endpoint_key(parsed, spec), base_url=parsed.base_url)
         # max_completion_tokens: newer OpenAI models refuse max_tokens.

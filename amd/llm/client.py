@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 from dataclasses import asdict
+from typing import Any
 
 import openai
 
@@ -139,14 +140,16 @@ class ChatModel:
         reply = self._cached(key)
         if reply is None:
             reply = self._request(body)
-            if self._cache and reply.error is None:
+            if self._cache and key is not None and reply.error is None:
                 self._cache.put(key, _storable(reply))
         with self._ledger_lock:
             self.ledger.add(reply)
         return reply
 
-    def _cached(self, key: str) -> ChatReply | None:
-        stored = self._cache.get(key) if self._cache else None
+    def _cached(self, key: str | None) -> ChatReply | None:
+        if not self._cache or key is None:
+            return None
+        stored = self._cache.get(key)
         if stored is None:
             return None
         why = _unstorable(stored)
@@ -223,9 +226,10 @@ def _to_reply(completion) -> ChatReply:
     functions = [call.get("function") for call in message.get("tool_calls") or [] if isinstance(call, dict)]
     tool_calls = [{"name": str(function.get("name") or ""), "arguments": function.get("arguments") or ""}
                   for function in functions if isinstance(function, dict)]
-    usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
+    usage: dict[str, Any] = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
     finish_reason = choices[0].get("finish_reason")
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
     return ChatReply(text=content if isinstance(content, str) else "", tool_calls=tool_calls,
                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
                      completion_tokens=int(usage.get("completion_tokens") or 0),
@@ -244,7 +248,7 @@ def _storable(reply: ChatReply) -> dict:
     return stored
 
 
-STORED_TYPES = {"text": str, "tool_calls": list, "prompt_tokens": int, "completion_tokens": int,
+STORED_TYPES: dict[str, Any] = {"text": str, "tool_calls": list, "prompt_tokens": int, "completion_tokens": int,
                 "cached_prompt_tokens": int, "finish_reason": (str, type(None))}
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from collections import Counter
+from typing import Any
 
 from amd.errors import AmdError
 from amd.memory.placeholders import placeholder_for, scrub_free_text
@@ -102,7 +103,7 @@ def executed(steps: list[Step]) -> list[tuple[Step, dict, str]]:
 
 def call_order(benchmark, steps: list[Step], limit: int = 8) -> str:
     """The typed calls in order, consecutive repeats of one function collapsed, at most `limit` shown."""
-    calls = []
+    calls: list[Any] = []
     for _, call, _ in executed(steps):
         if not calls or calls[-1][0] != call["name"]:
             calls.append((call["name"], typed_call(benchmark, call)))

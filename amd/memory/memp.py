@@ -22,6 +22,7 @@ simple keyword heuristic too).
 import logging
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -80,6 +81,7 @@ class Memp:
 
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
     """One record's entry (in a list, as every baseline gives its entries) and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
+    audit: Counter[str]
     audit, steps, task_id = Counter(), steps_of(record), record["task_id"]
     keywords = model_keywords(chat, record["instruction"], task_id, audit) if chat else None
     script = model_script(chat, record, steps, audit) if chat else None
@@ -143,7 +145,7 @@ def model_script(chat, record: dict, steps, audit: Counter) -> str | None:
 def rules_script(benchmark, record: dict, steps) -> str:
     """Read the request, the typed calls in order (an error noted where one came back), check, answer; for a
     failed run, what went wrong. Calls beyond the step limit are folded into one step."""
-    calls = []
+    calls: list[Any] = []
     for _, call, observation in executed(steps):
         text = f"Call {typed_call(benchmark, call)}"
         if is_error_observation(observation):
@@ -176,6 +178,7 @@ class AveFactHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         keywords = student_keywords(task)
         mean_keyword = np.mean(self.embedder.embed(keywords), axis=0)  # unit vectors: mean cosine = dot with mean
+        queries: list[dict[str, Any]]
         query, queries = ", ".join(keywords), []
         hits = self.search_vector(PROCEDURE, mean_keyword, task, query, queries)
         return Injection(render_block([entry for entry, _ in hits]), injection_records(PROCEDURE, hits, query),

@@ -227,6 +227,7 @@ def per_type(given, config: MemoryConfig, what: str) -> dict:
     chosen = {t.name: t.default_k if what == "k" else t.default_delta for t in config.types}
     if isinstance(given, (int, float)) and not isinstance(given, bool):
         given = dict.fromkeys(chosen, given)
+    assert config.method is not None  # zero_shot has no types to choose among
     method_types = {t.name for t in method_spec(config.method).types}
     for key, value in (given or {}).items():
         name = memory_type(key).name

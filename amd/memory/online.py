@@ -16,7 +16,7 @@ finished task (AMD: amd.memory.amd.online); this module holds the store and the 
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +84,7 @@ class OnlineBank(Bank):
         return hits[:k]
 
     def near_duplicates(self, type_name: str, entry: dict, vector: np.ndarray, threshold: float,
-                        pending: list[tuple[dict, np.ndarray]] = ()) -> list[tuple[dict, float]]:
+                        pending: Sequence[tuple[dict, np.ndarray]] = ()) -> list[tuple[dict, float]]:
         """Entries (of the bank, or `pending` ones not yet added) with the same lookup key and cosine ≥
         threshold, most similar first."""
         key = self.lookup_key(type_name, entry)

@@ -9,6 +9,7 @@ Neither the paper nor its release audits insights (their prompts ask for placeho
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 MAX_INSIGHT_WORDS = 120
 
@@ -83,7 +84,7 @@ def concrete_values(arguments: dict) -> list[tuple[str, str]]:
 
 def trajectory_values(calls: list[dict]) -> list[tuple[str, str]]:
     """Concrete values of all calls, longest first (so a value is replaced before any value it contains)."""
-    unique = {}
+    unique: dict[str, Any] = {}
     for call in calls:
         for text, placeholder in concrete_values(call["arguments"]):
             unique.setdefault(text, placeholder)
@@ -127,7 +128,7 @@ def audit_insight(insight: str, calls: list[dict], function_names: list[str], tr
 
 def trim_to_words(text: str, limit: int) -> str:
     """The longest run of whole sentences within `limit` words, else the first `limit` words."""
-    kept = []
+    kept: list[Any] = []
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
         if len(" ".join([*kept, sentence]).split()) > limit:
             break

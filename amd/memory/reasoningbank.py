@@ -17,6 +17,7 @@ error was recovered from, and for a failed run the call that failed.
 import logging
 import re
 from collections import Counter
+from typing import Any
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.memory.bank import BankContents
@@ -63,7 +64,7 @@ class ReasoningBank:
 
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
     """One record's entry (in a list, as every baseline gives its entries) and its writer audit; `chat` (messages -> ChatReply) selects the model writer."""
-    audit = Counter()
+    audit: Counter[str] = Counter()
     steps = steps_of(record)
     items = model_items(chat, record, steps, audit) if chat else None
     if chat and items is None:
@@ -176,7 +177,7 @@ def _item(title: str, description: str, content: str) -> dict:
 
 class ReasoningHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
-        queries = []
+        queries: list[Any] = []
         hits = self.search(REASONING, task.instruction, task, queries)
         return Injection(render_block([entry for entry, _ in hits]),
                          injection_records(REASONING, hits, task.instruction), queries=queries)

@@ -26,6 +26,7 @@ import json
 import logging
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +89,7 @@ class Sasm:
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
     """One record's (z, d, e) entries and its writer audit; `chat` (messages -> ChatReply) selects the model
     writer."""
+    audit: Counter[str]
     audit, steps, task_id = Counter(), steps_of(record), record["task_id"]
     if not steps:
         return [], audit
@@ -124,7 +126,7 @@ def repair_segments(text: str, benchmark, steps: list[Step], task_id: str, audit
     if not segments:
         log.warning("%s: no usable segment in the writer answer; using the rule segments", task_id)
         return None
-    repaired = trimmed or len(segments) != len(items) or len(segments) > MAX_SEGMENTS
+    repaired = trimmed or len(segments) != len(items or []) or len(segments) > MAX_SEGMENTS
     if len(segments) > MAX_SEGMENTS:
         log.warning("%s: the writer gave %d segments; kept the first %d", task_id, len(segments), MAX_SEGMENTS)
     segments = sorted(segments, key=lambda s: s["start_step"])[:MAX_SEGMENTS]
@@ -181,7 +183,7 @@ def model_bullets(chat, record: dict, segment: dict, part: list[Step], audit: Co
 def step_stage(step: Step, changed_in_turn: bool) -> str | None:
     """The stage of one step from its calls' names (None for a step without a call)."""
     stages = [_call_stage(call["name"], changed_in_turn) for call in step.calls]
-    return max(stages, key=_STRENGTH.get) if stages else None
+    return max(stages, key=_STRENGTH.__getitem__) if stages else None
 
 
 def _call_stage(name: str, changed_in_turn: bool) -> str:
@@ -198,6 +200,7 @@ def _call_stage(name: str, changed_in_turn: bool) -> str:
 def rules_segments(benchmark, steps: list[Step]) -> list[dict]:
     """Consecutive steps of one stage joined (a step without a call joins the one before), then the smallest
     neighbouring pair merged (the larger part names the stage) down to MAX_SEGMENTS."""
+    groups: list[Any]
     groups, changed_in_turn = [], False
     for step in steps:
         changed_in_turn = changed_in_turn and not step.first_of_turn
@@ -272,6 +275,7 @@ class StageHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         plan = student_plan(task)
         queries = self.embedder.embed([description for _, description in plan])
+        seen: list[Any]
         blocks, records, seen = [], [], []
         for (stage, description), query in zip(plan, queries):
             hits = self.stage_search(stage, query, task, f"{stage}: {description}", seen)
@@ -296,7 +300,7 @@ class StageHooks(BankHooks):
 def student_plan(task: TaskContext) -> list[tuple[str, str]]:
     """(stage, description) per stage of the student's plan, first description per stage, in plan order; every
     stage with the instruction when there is no student or no usable plan (logged)."""
-    plan = []
+    plan: list[Any] = []
     if task.student:
         reply = task.student([{"role": "user", "content": load_prompt("sasm_plan").format(
             stages=load_prompt("sasm_stages"), instruction=task.instruction)}])

@@ -5,6 +5,7 @@ every call found in the block shares it, and the block with its output is what m
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 OBSERVATION_CHARS = 300
 
@@ -39,7 +40,7 @@ class Step:
 
 
 def steps_of(record: dict) -> list[Step]:
-    steps = []
+    steps: list[Any] = []
     for turn_index, turn in enumerate(record["turns"]):
         for position, step in enumerate(turn["steps"]):
             steps.append(Step(len(steps), turn_index, turn["user"], position == 0, step))
@@ -88,6 +89,7 @@ def render_steps_prose(benchmark, steps: list[Step]) -> str:
     """What the steps did, in words (the paper's natural-language form, Table 4): which functions in which order,
     which parameters they were given, where a value came from and how each call went. No call syntax, no argument
     values, no raw observations."""
+    earlier: list[tuple[str, str]]
     sentences, earlier = [], []
     for step in steps:
         for call, observation in step.call_observations():

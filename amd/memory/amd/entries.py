@@ -9,6 +9,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from amd.memory.amd import writers
 from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
@@ -163,7 +164,7 @@ def function_entries(record: dict, benchmark, steps, settings: BuildSettings = D
     """One entry per executed call that did not fail (an example of a call that worked), with the user turn and
     the preceding step — a failed attempt included — as context."""
     task_id = record["task_id"]
-    entries = []
+    entries: list[Any] = []
     for step in steps:
         previous = steps[step.index - 1] if step.index > 0 and not step.first_of_turn else None
         for call, observation in step.call_observations():

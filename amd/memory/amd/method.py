@@ -28,6 +28,7 @@ class AmdMemory:
         results = context.map(lambda record: build_entries(record, context.benchmark(record["benchmark"]),
                                                            context.writer.chat, settings=settings), used)
         entries = {t.name: [entry for result in results for entry in getattr(result, t.name)] for t in AMD_TYPES}
+        audit: Counter[str]
         audit = sum((result.audit for result in results), Counter())
         audited = {what: [item for result in results for item in result.audited[what]] for what in AUDITED}
         return BankContents(

@@ -14,6 +14,7 @@ the entry was added during the run) and `rank_penalty` (where it ranks below its
 """
 
 import logging
+from typing import Any
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.errors import AmdError
@@ -32,6 +33,7 @@ ONLINE_PREFIX = "online:"
 
 class OnlineAmdHooks(AmdHooks):
     one_task_at_a_time = True
+    bank: OnlineBank  # the frozen bank, copied, growing as tasks succeed
 
     def __init__(self, bank, config, settings):
         super().__init__(bank, config, settings)
@@ -113,7 +115,7 @@ class OnlineAmdHooks(AmdHooks):
         for type_name in self.types:
             candidates = [_online_entry(entry, record) for entry in getattr(built, type_name)]
             vectors = self.embedder.embed([entry[self.embedded[type_name]] for entry in candidates])
-            accepted = []
+            accepted: list[Any] = []
             for entry, vector in zip(candidates, vectors):
                 near = self.bank.near_duplicates(type_name, entry, vector, self.dedup, accepted)
                 dropped = redundant(entry[unit], [other[unit] for other, _ in near], shared)

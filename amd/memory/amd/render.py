@@ -9,6 +9,8 @@ adds is the argument names and value formats that worked).
 """
 
 import json
+from collections.abc import Iterable
+from typing import Any
 
 from amd.errors import AmdError
 from amd.memory.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
@@ -24,6 +26,7 @@ _BY_CODE_OR_NAME = {key: t.name for t in AMD_TYPES for key in (t.code, t.name)}
 def parse_representation(text) -> dict:
     """'wf=code,st=prose' (codes or type names), or such a dict -> {"workflow": "code", "subtask": "prose"}:
     only the types given, each checked."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(text, dict):
         items = text.items()
     else:
@@ -63,7 +66,7 @@ def render_function(entry: dict, form: str) -> str:
 
 def signature_lines(entries: list[dict]) -> str:
     """One line per function: its first (best-ranked) entry's call and the start of that call's result."""
-    first = {}
+    first: dict[str, Any] = {}
     for entry in entries:
         first.setdefault(entry["name"], entry)
     return "\n".join(f"- {' '.join(entry['call'].splitlines())} -> "

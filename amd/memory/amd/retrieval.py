@@ -23,6 +23,7 @@ Online (run option `online`, amd.memory.amd.online), entries that failed rank lo
 
 import threading
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,8 @@ class AmdHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         with self._errors_lock:
             self._function_errors.pop(task.task_id, None)
+        details: dict[str, Any]
+        queries: list[dict[str, Any]]
         blocks, records, details, queries = [], [], {}, []
         if "workflow" in self.types:
             hits = self.search("workflow", task.instruction, task, queries)
@@ -104,6 +107,7 @@ class AmdHooks(BankHooks):
             records += injection_records("workflow", hits, task.instruction)
         if "subtask" in self.types and not self.per_turn_subtasks:
             labels, details = self._labels(task)
+            seen: set[str]
             seen, hits_by_label = set(), []
             for label in labels:
                 fresh = [(e, s) for e, s in self.search("subtask", label, task, queries) if e["id"] not in seen]
@@ -127,7 +131,7 @@ class AmdHooks(BankHooks):
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
             return Injection()
-        queries = []
+        queries: list[Any] = []
         hits = self.search("subtask", message, task, queries)
         return Injection(self._block("subtask", hits), injection_records("subtask", hits, message),
                          in_system=self.subtasks_in_system, queries=queries)
@@ -142,6 +146,7 @@ class AmdHooks(BankHooks):
         earlier = self._count_errors(task, names)
         excluded = self.excluded(task)
         entries = self.bank.entries["function"]
+        hits: list[tuple[int, float]]
         query, hits, records, withheld, queries = None, [], [], [], []
         for name in names:
             rows = [row for row in dict.fromkeys(self.by_name.get(name, []))

@@ -1,6 +1,8 @@
 """AMD's spec (amd.spec.MethodSpec): its three memory types, its named configs (the paper's and the variants beyond
 it), its build and run options, and its own tables. Imports nothing heavy: every layer reads it."""
 
+from typing import Any
+
 from amd.spec import Config, MemoryType, MethodSpec, Option, Setting
 
 # The paper's three memories (Section 3.2). δ: the authors' values for text-embedding-3-small (their release).
@@ -14,13 +16,13 @@ DEFAULT_REPRESENTATION = {WORKFLOW.name: "prose", SUBTASK.name: "code", FUNCTION
 MAX_DECOMPOSE_SAMPLES = 99
 
 FULL = ("wf", "st", "fn")
-CONFIGS = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": FULL, "wf_fn": ("wf", "fn"), "st_only": ("st",),
+CONFIGS: dict[str, Config | tuple[str, ...]] = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": FULL, "wf_fn": ("wf", "fn"), "st_only": ("st",),
            "fn_only": ("fn",)}
 # Beyond the paper: variants of the full config (run options of amd.memory.amd.retrieval). Checked decomposition:
 # 5 sampled decompositions merged by agreement; gated function memory: hints from a function's second error on;
 # compressed function memory: one line per function. Online memory (amd.memory.amd.online): the bank grows with the
 # student's own successes during the run; it runs after the frozen run of its cell, whose replies it finds cached.
-VARIANTS = {
+VARIANTS: dict[str, Config | tuple[str, ...]] = {
     "wf_st_fn_checked": Config(FULL, {"decompose_samples": 5}),
     "wf_st_fn_gated": Config(FULL, {"fn_gate": "repeat"}),
     "wf_st_fn_signature": Config(FULL, {"representation": "fn=signature"}),
@@ -82,7 +84,7 @@ REPRESENTATION = Setting(
             "propertyNames": {"enum": [t.code for t in AMD_TYPES]},
             "additionalProperties": {"enum": list(REPRESENTATIONS)}})
 
-ONLINE_FIELDS = {
+ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "memory": {"online": {
         "type": "object",
         "description": "Online memory (amd run --online; amd.memory.amd.online): the bank grows during the run. "

@@ -112,6 +112,7 @@ def _online_growth(run_path: str) -> dict:
     if not path.exists():
         return {"entries_added": None, "duplicates_dropped": None, "tasks_using_added": None}
     events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    added: set[str]
     added, using = set(), 0
     for event in events:
         using += bool(added & set(event["retrieved"]))

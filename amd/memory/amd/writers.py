@@ -9,6 +9,7 @@ benchmark object (amd.benchmarks.base.Benchmark): it names each function's app a
 import json
 import logging
 import re
+from typing import Any
 
 from amd.memory.placeholders import MAX_INSIGHT_WORDS, placeholder_for, scrub_free_text
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
@@ -29,7 +30,7 @@ def executed_calls(steps: list[Step]) -> list[tuple[Step, dict, str]]:
 
 def call_sequence(benchmark, steps: list[Step]) -> list[str]:
     """Qualified names in call order, consecutive repeats collapsed."""
-    names = []
+    names: list[Any] = []
     for _, call, _ in executed_calls(steps):
         name = qualified_name(benchmark, call["name"])
         if not names or names[-1] != name:
@@ -70,7 +71,7 @@ def _precondition(benchmark, calls) -> str:
 
 def _decision_rule(benchmark, calls, steps) -> str:
     """A value that one call passed on from an earlier observation, else the turn structure."""
-    seen = []
+    seen: list[Any] = []
     for _, call, observation in calls:
         for key, value in call["arguments"].items():
             text = str(value)
@@ -145,7 +146,7 @@ def rules_segments(benchmark, steps: list[Step]) -> list[dict]:
     """A segment starts where a user turn starts and where the called app changes (the breakpoint hints the model
     writer gets); adjacent segments are merged (smallest pair first) down to at most six."""
     starts = {0} | {index for index, _ in _breakpoints(benchmark, steps)}
-    groups = []
+    groups: list[Any] = []
     for step in steps:
         if step.index in starts or not groups:
             groups.append([step])
@@ -253,7 +254,7 @@ def repair_segments(text: str, n_steps: int, task_id: str) -> list[dict] | None:
 
 def _fix_coverage(segments: list[dict], n_steps: int, task_id: str) -> list[dict]:
     """Clip to the step range, cut overlaps, close gaps, merge down to MAX_SEGMENTS."""
-    fixed = []
+    fixed: list[Any] = []
     for segment in segments:
         first = max(segment["start_step"], fixed[-1]["end_step"] + 1 if fixed else 0)
         last = min(segment["end_step"], n_steps - 1)
