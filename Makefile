@@ -123,6 +123,7 @@ vllm-cpu-or-skip: venv
 
 lint: venv
 	$(BIN)/ruff check amd bench tests
+	$(BIN)/mypy
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 

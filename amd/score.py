@@ -9,7 +9,7 @@ from pathlib import Path
 
 from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
-from amd.benchmarks.base import counted_success
+from amd.benchmarks.base import Benchmark, counted_success
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.files import atomic_file
@@ -107,7 +107,8 @@ def recheck(path) -> list[str]:
     A task that did not finish counts as when it ran (amd.benchmarks.base.counted_success)."""
     from amd.registry import create_benchmark
 
-    benchmarks, mismatched = {}, []
+    benchmarks: dict[str, Benchmark] = {}
+    mismatched: list[str] = []
     try:
         for record in read_run(path):
             name = record["benchmark"]

@@ -99,7 +99,7 @@ class Tokens(TypedDict):
     cached_prompt: NotRequired[int]  # prompt tokens the server took from its prefix cache
 
 
-TrajectoryRecord = TypedDict("TrajectoryRecord", {
+TrajectoryRecord = TypedDict("TrajectoryRecord", {  # one task of one run: one line of a run file
     "schema": str,
     "task_id": str,
     "task_group": NotRequired[str],
@@ -125,3 +125,5 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {
     "user_calls": NotRequired[UserCalls],  # a simulated user's model (ToolSandbox)
     "wall_time_s": float,
 })  # functional form: `schema` would shadow a TypedDict class attribute
+TrajectoryRecord.__doc__ = """One finished task of one run, one line of a run's JSONL file (amd/trajectory.schema.json says what each field
+means): what a benchmark's `rescore` and a method's `build` read."""

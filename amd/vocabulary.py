@@ -17,6 +17,9 @@ from amd.spec import MemoryType, MethodSpec, Option, Setting
 
 @dataclass(frozen=True)
 class MemoryConfig:
+    """A memory config a run names (`amd run --memory-config`): its method, the method's types it uses and the run
+    options it stands for; zero_shot has no method."""
+
     name: str
     method: str | None  # the registered memory method; None for zero_shot
     types: tuple[MemoryType, ...]

@@ -12,6 +12,8 @@ if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
 
 @dataclass
 class AgentReply:
+    """One step of an agent: the model's text, the actions read from it, and what the step cost."""
+
     text: str
     proposals: list[Proposal] = field(default_factory=list)
     prompt_tokens: int = 0

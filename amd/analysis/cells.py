@@ -63,6 +63,7 @@ def run_success(run) -> dict:
 
 
 def student_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The student runs (zero-shot, with memory, other) of the runs frame a table gets; AmdError when there is none."""
     students = runs[runs["role"].isin(["zero_shot", "memory", "other"])].copy()
     if students.empty:
         raise AmdError("no student runs among --runs")

@@ -50,6 +50,8 @@ class Proposal:
 
 @dataclass
 class ExecutedCall:
+    """A call the environment ran: the trajectory's `calls` item."""
+
     name: str
     arguments: dict[str, Any]
     call: str  # canonical string, the form stored in decoded_calls and scored
@@ -57,6 +59,9 @@ class ExecutedCall:
 
 @dataclass
 class StepOutcome:
+    """What one step's execution gave: calls run, proposals refused, one observation per proposal, and whether the
+    step had an error (`failing_functions`: the names memory looks up) or ended the episode."""
+
     calls: list[ExecutedCall] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)  # {"text", "reason"}: refused, never executed
     observations: list[str] = field(default_factory=list)
@@ -68,6 +73,9 @@ class StepOutcome:
 
 @dataclass
 class Verdict:
+    """The benchmark's own verdict on a finished episode: the trajectory's `success`, `checker` and
+    `decoded_calls`."""
+
     success: bool
     details: dict[str, Any]
     decoded_calls: list[Any]  # per turn, per step, canonical call strings
@@ -85,6 +93,8 @@ def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool
 
 @dataclass(frozen=True)
 class FunctionInfo:
+    """What a benchmark knows of one of its functions (memory building)."""
+
     app: str | None  # the app (class, service) the function belongs to; None when unknown
     doc: dict[str, Any] | None  # its tool doc as the benchmark ships it
     label: str | None = None  # a short verb phrase for what it does ("list files"), where the benchmark has one

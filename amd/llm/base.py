@@ -7,6 +7,8 @@ from typing import Any, Protocol
 
 @dataclass
 class ChatReply:
+    """A model's reply to one chat request, with the tokens it took (its error instead, where it failed)."""
+
     text: str  # the message content ("" when the model only made native tool calls)
     tool_calls: list[dict] = field(default_factory=list)  # native calls: {"name": str, "arguments": str (raw JSON)}
     prompt_tokens: int = 0

@@ -74,6 +74,9 @@ def flat_index(vectors: np.ndarray, dim: int) -> faiss.IndexFlatIP:
 
 @dataclass
 class Bank:
+    """An opened bank: its manifest, entries per type name (in index order) and their vectors; `search` finds the
+    entries nearest a query that a task may see."""
+
     path: Path
     manifest: dict
     manifest_sha256: str

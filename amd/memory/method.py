@@ -172,6 +172,8 @@ class BankHooks(MemoryHooks):
 
 
 def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
+    """The trajectory's injection records of `hits` (entry, similarity) retrieved for `query`: type, entry id, the
+    source task and group (the leakage audit), the source teacher of a pooled bank, similarity, query."""
     return [{"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
              "source_group": entry["source_group"],
              **({"source_teacher": entry["source_teacher"]} if "source_teacher" in entry else {}),

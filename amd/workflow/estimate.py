@@ -22,6 +22,7 @@ import json
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -115,6 +116,7 @@ def _run_figures(job: Job, statistics: Statistics, grid) -> tuple[str, dict, dic
     finished = own.groupby("task_id")[[*STEP, *MEMORY]].mean().fillna(0)
     label, rows = next(((label, rows) for label, rows in statistics.sources(job) if len(rows)), ("config", None))
     per_task, mean = _per_task(rows, job, statistics, label) if rows is not None else _configured(job, grid)
+    left: list[Any]
     if job.tasks is not None:
         done = [task for task in job.tasks if task in finished.index]
         left = [task for task in job.tasks if task not in finished.index]
@@ -124,7 +126,7 @@ def _run_figures(job: Job, statistics: Statistics, grid) -> tuple[str, dict, dic
         return "unknown", {}, {}, len(finished)
     if left and mean is None:
         return "unknown", {}, {}, len(done)
-    to_run = [per_task.get(task, mean) for task in left]
+    to_run: list[dict[str, Any]] = [per_task.get(task, mean) or {} for task in left]  # mean is set when any is left
     return label, _total([dict(finished.loc[task]) for task in done] + to_run), _total(to_run), len(done)
 
 

@@ -4,6 +4,7 @@ would cost (amd.workflow.estimate), before anything runs."""
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
 def load_config(files: list[str], config_json: str | None = None) -> dict:
     if config_json:
         return json.loads(config_json)
-    overlay = {}
+    overlay: dict[str, Any] = {}
     for path in files:
         if not Path(path).is_file():
             raise AmdError(f"--configfile: cannot read {path}: no such file")
@@ -79,7 +80,8 @@ def plan_from_args(args) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write(table, summary, experiments, notes, *args.out, servers=(servers, basis), title=title)
+        csv_path, md_path = args.out
+        write(table, summary, experiments, notes, csv_path, md_path, servers=(servers, basis), title=title)
     return 0
 
 
