@@ -14,13 +14,16 @@ import csv
 import hashlib
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from amd.memory.writing import RULES
 from amd.registry import load_target
+from amd.trajectory import TrajectoryRecord
 from amd.vocabulary import run_method
 
 PRICE_FILE = files("amd.reference_data") / "prices.csv"
@@ -76,7 +79,7 @@ def dollars(usage: Usage) -> float | None:
             + usage.completion * price.output) / 1e6
 
 
-def run_cost(records: list[dict], run_path) -> dict:
+def run_cost(records: list[TrajectoryRecord], run_path) -> dict:
     """{tokens, usd, parts: [{role, spec, prompt, completion, cached_prompt, tokens, usd}], notes} of one run file."""
     parts, notes = _usages(records, run_path)
     rows = [asdict(usage) | {"tokens": usage.tokens, "usd": dollars(usage)} for usage in parts]
@@ -90,7 +93,7 @@ def run_cost(records: list[dict], run_path) -> dict:
             "parts": rows, "notes": notes}
 
 
-def _usages(records: list[dict], run_path) -> tuple[list[Usage], list[str]]:
+def _usages(records: list[TrajectoryRecord], run_path) -> tuple[list[Usage], list[str]]:
     by_key: dict[tuple[str, str], Usage] = {}
     notes: list[str] = []
 
@@ -115,7 +118,8 @@ def _usages(records: list[dict], run_path) -> tuple[list[Usage], list[str]]:
     return parts, list(dict.fromkeys(notes))
 
 
-def _writer_usages(memory: dict, records: list[dict], run_path, notes: list[str]) -> list[Usage]:
+def _writer_usages(memory: Mapping[str, Any], records: list[TrajectoryRecord], run_path,
+                   notes: list[str]) -> list[Usage]:
     """The bank's build (read at the path the run recorded, relative to the current folder) and what the run's
     memory method says its run used beside the records (its spec's run_usage, e.g. an online writer model)."""
     parts = _bank_writers(bank, memory.get("bank_sha256"), notes) if (bank := memory.get("bank")) else []

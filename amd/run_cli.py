@@ -10,6 +10,7 @@ from amd.agent.loop import Limits
 from amd.errors import AmdError, did_you_mean
 from amd.registry import AGENTS, create_benchmark
 from amd.runner import RunSpec, run_tasks
+from amd.trajectory import AGENT_PARAM_DEFAULTS, recorded
 from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, option_flags
 
 log = logging.getLogger("amd.run")
@@ -105,10 +106,8 @@ def _agent_factory(args):
     from amd.llm import open_model
 
     agent_class = AGENTS.load("model")
-    params = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    # recorded only when asked for, so the runs made before these options existed still resume
-    params |= {"prompting": args.prompting} if args.prompting != "amd" else {}
-    params |= {"think": True} if args.think == "on" else {}
+    params = recorded({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed,
+                       "prompting": args.prompting, "think": args.think == "on"}, AGENT_PARAM_DEFAULTS)
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()

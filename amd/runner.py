@@ -26,8 +26,10 @@ from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Benchmark, Episode
 from amd.errors import AmdError
 from amd.files import DISK_FULL
-from amd.schema import SCHEMA_NAME, append_durably, drop_truncated_tail, read_run, rewrite_sorted
+from amd.schema import append_durably, drop_truncated_tail, read_run, rewrite_sorted
 from amd.score import write_expected_tasks
+from amd.trajectory import AGENT_PARAM_DEFAULTS, SCHEMA_NAME, TrajectoryRecord, same_setting
+from amd.vocabulary import run_method
 
 log = logging.getLogger("amd.run")
 
@@ -165,7 +167,7 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
     log.error("task %s crashed and was not written; rerun to retry it:\n%s", task_id, detail)
 
 
-def _finished_records(spec: RunSpec, out_path) -> list[dict]:
+def _finished_records(spec: RunSpec, out_path) -> list[TrajectoryRecord]:
     if not Path(out_path).exists():
         return []
     dropped = drop_truncated_tail(out_path)
@@ -174,11 +176,21 @@ def _finished_records(spec: RunSpec, out_path) -> list[dict]:
                     "again", out_path, dropped)
     records = read_run(out_path)
     for record in records:
-        for key, expected in (("agent", spec.agent_info), ("memory", spec.memory_info)):
-            if record[key] != expected:
-                raise AmdError(f"{out_path} holds a different run ({key} {record[key]} here, {expected} asked); "
+        for key, stored, expected in (("agent", record["agent"], spec.agent_info),
+                                      ("memory", record["memory"], spec.memory_info)):
+            if not _same_setting(key, stored, expected):
+                raise AmdError(f"{out_path} holds a different run ({key} {stored} here, {expected} asked); "
                                "choose another --out")
     return records
+
+
+def _same_setting(key: str, stored: Any, asked: dict[str, Any]) -> bool:
+    """Whether a record's agent or memory is the one asked for, a setting at its default left out or written."""
+    if key == "agent":
+        return {**stored, "params": None} == {**asked, "params": None} and same_setting(
+            stored.get("params", {}), asked.get("params", {}), AGENT_PARAM_DEFAULTS)
+    method = run_method(asked)
+    return same_setting(stored, asked, method.record_defaults if method else {})
 
 
 def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:

@@ -14,8 +14,7 @@ import jsonschema
 
 from amd.errors import AmdError
 from amd.files import atomic_file
-
-SCHEMA_NAME = "amd.trajectory/1"
+from amd.trajectory import TrajectoryRecord, upgrade
 
 
 @lru_cache(maxsize=1)
@@ -48,8 +47,10 @@ def validate(record: dict, where: str = "record") -> dict:
     return record
 
 
-def read_trajectories(path) -> list[dict]:
-    """Read and validate every record of a run file; a bad line is an error naming the file and line number.
+def read_trajectories(path) -> list[TrajectoryRecord]:
+    """Read and validate every record of a run file, each as the current version reads it (amd.trajectory.upgrade:
+    an older file's records gain the fields added since, the file itself is left as it is); a bad line is an error
+    naming the file and line number.
     (A run killed mid-write leaves a partial last line; the runner cuts it with `drop_truncated_tail` first.)"""
     path = Path(path)
     if not path.exists():
@@ -64,7 +65,7 @@ def read_trajectories(path) -> list[dict]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
-            records.append(validate(record, where=f"{path}:{number}"))
+            records.append(upgrade(validate(record, where=f"{path}:{number}")))
     return records
 
 
@@ -76,7 +77,7 @@ def _decoded(raw: bytes, path: Path, number: int) -> str:
                        "a trajectory file is JSON lines in UTF-8") from None
 
 
-def read_run(path) -> list[dict]:
+def read_run(path) -> list[TrajectoryRecord]:
     """The records of one run's file (read_trajectories), refused when they are not one run: a task written twice,
     or the records of several runs (another agent, memory setting or benchmark), as two writers of one file leave."""
     records = read_trajectories(path)

@@ -14,6 +14,7 @@ from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.files import atomic_file
 from amd.schema import read_run
+from amd.trajectory import TrajectoryRecord
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
            "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
@@ -44,7 +45,7 @@ def expected_tasks(path) -> list[str] | None:
                        "records alone, or rerun the run") from None
 
 
-def run_metrics(records: list[dict], expected: list[str] | None = None) -> dict:
+def run_metrics(records: list[TrajectoryRecord], expected: list[str] | None = None) -> dict:
     """Success rate, steps, tokens, requests and cut replies of a run's records. Tasks the run was asked for but
     that have no record (crashed, never run) count as failures, and are listed under `missing`."""
     present = {record["task_id"] for record in records}

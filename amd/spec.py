@@ -184,6 +184,9 @@ class MethodSpec:
     detail_columns: str | None = None  # "module:function": a run's records -> the columns its tables read
     # What its runs add to the trajectory record, as JSON schema properties: {"memory": {...}, "injection": {...}}
     record_fields: Mapping[str, Mapping[str, dict[str, Any]]] = field(default_factory=dict)
+    # Fields of the record's `memory` its hooks' `describe` leaves out where they hold these values (amd.trajectory:
+    # `recorded`), so the runs made before a field existed are the same run as those after it
+    record_defaults: Mapping[str, Any] = field(default_factory=dict)
     # "module:function"s for what a run holds beside its records (e.g. an online run's history): run_usage(records,
     # run path) -> the model usage its records do not show, [{"role", "spec", "prompt", "completion"}], or an item
     # {"role", "spec", "known": False, "note"} where it cannot say (amd.cost); run_entries(run path) -> {id: entry}

@@ -1,7 +1,20 @@
 """The trajectory record as Python types, mirroring `amd/trajectory.schema.json` field for field (the schema is
-what is enforced; tests/test_trajectory_types.py keeps the two in step). Read and write records with amd.schema."""
+what is enforced; tests/test_trajectory_types.py keeps the two in step), and how records of older files are read.
+Read and write records with amd.schema.
 
+Versions: a record names its schema (`SCHEMA_NAME`); a change that older readers could not read gets a new name, and
+`upgrade` then migrates records of the older one. Within a version, fields were added over time; a file written
+before a field existed leaves it out, and `upgrade` fills in what its absence means (`FILLED_WHEN_ABSENT`), so
+whoever reads a record sees every such field. A run's settings (the agent's params, a memory method's fields) are
+recorded only where they differ from their declared defaults (`AGENT_PARAM_DEFAULTS`, a method spec's
+`record_defaults`): `recorded` leaves defaults out, so a file written before a setting existed and one written
+after are the same run (`same_setting`), and files stay as they always were.
+"""
+
+from collections.abc import Callable, Mapping
 from typing import Any, NotRequired, TypedDict
+
+SCHEMA_NAME = "amd.trajectory/1"
 
 
 class DataVersion(TypedDict):
@@ -127,3 +140,41 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {  # one task of one run: one l
 })  # functional form: `schema` would shadow a TypedDict class attribute
 TrajectoryRecord.__doc__ = """One finished task of one run, one line of a run's JSONL file (amd/trajectory.schema.json says what each field
 means): what a benchmark's `rescore` and a method's `build` read."""
+
+
+# ---- older records ---------------------------------------------------------------------------------------------------
+
+def _task_group(record: dict[str, Any]) -> None:
+    record.setdefault("task_group", record["task_id"])  # before task groups: every task its own group
+
+
+def _cached_prompt(record: dict[str, Any]) -> None:
+    record["tokens"].setdefault("cached_prompt", 0)  # before prefix-cache counting: none counted
+
+
+# Fields added within amd.trajectory/1 whose absence has one meaning, filled in by `upgrade`. (Others keep their
+# absence: memory_queries, step_caps, memory_calls and user_calls are absent where nothing was recorded.)
+FILLED_WHEN_ABSENT: tuple[Callable[[dict[str, Any]], None], ...] = (_task_group, _cached_prompt)
+
+
+def upgrade(record: dict[str, Any]) -> TrajectoryRecord:
+    """A valid record (amd.schema.validate) as whoever reads it expects it: the fields added to its version since it
+    was written filled in, by what their absence means. Changes `record` in place and returns it."""
+    for fill in FILLED_WHEN_ABSENT:
+        fill(record)
+    return record  # type: ignore[return-value]  # valid (amd.schema.validate) and filled: a TrajectoryRecord
+
+
+# The agent's sampling params recorded only where they differ from these (amd run --prompting, --think): the runs
+# made before the options existed hold none of them.
+AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": "amd", "think": False}
+
+
+def recorded(setting: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`setting` as a record holds it: without the keys whose value is their default."""
+    return {key: value for key, value in setting.items() if key not in defaults or value != defaults[key]}
+
+
+def same_setting(stored: Mapping[str, Any], asked: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+    """Whether a stored setting and the one a run asks for are the same, a default left out or written alike."""
+    return dict(defaults) | dict(stored) == dict(defaults) | dict(asked)

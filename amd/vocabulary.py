@@ -6,6 +6,7 @@ A memory method brings its types, configs and options in its spec (`amd.spec.Met
 Snakemake rules and the analysis take their choices from this module, and none of them names a method's words.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -58,7 +59,7 @@ def method_spec(name: str) -> MethodSpec:
     return spec
 
 
-def run_method(memory: dict) -> MethodSpec | None:
+def run_method(memory: Mapping[str, Any]) -> MethodSpec | None:
     """The spec of the method behind a run's memory setting (the trajectory's `memory`); None for zero-shot or a
     method not registered here."""
     config = memory_configs().get(memory["config"])

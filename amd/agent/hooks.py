@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amd.benchmarks.base import Benchmark
+from amd.trajectory import TrajectoryRecord
 
 if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
     from amd.llm.base import Chat
@@ -52,7 +53,7 @@ class RunContext:
     benchmark: Benchmark  # the benchmark the run is on (its function docs and apps)
     out_path: Path  # the run's output; a method keeps what it adds beside it
     task_ids: list[str]  # every task of the run, in its fixed order
-    finished: list[dict[str, Any]]  # the records already in the output (a resumed run), in file order
+    finished: list[TrajectoryRecord]  # the records already in the output (a resumed run), in file order
 
 
 class MemoryHooks(Protocol):

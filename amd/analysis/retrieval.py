@@ -9,6 +9,8 @@ the injected similarities; their query counts are unknown (None)."""
 import statistics
 from typing import Any
 
+from amd.trajectory import InjectionRecord, TrajectoryRecord
+
 TABLE_NOTE = ("queries: retrieval queries recorded (per type: workflow the instruction, subtask each decomposed label or "
         "user turn, function each failing function looked up by name, a baseline's its own); no_entry_%: the share "
         "that found no entry at or above δ (function memory, looked up by name: no record of the function); "
@@ -20,7 +22,7 @@ TEXT_NOTE = ("no entry ≥ δ (%): per memory type, the share of retrieval queri
              "has the similarities. A dash: not recorded.")
 
 
-def run_retrieval(records: list[dict]) -> dict:
+def run_retrieval(records: list[TrajectoryRecord]) -> dict:
     """Per memory type name: delta (None: no threshold), queries (None where the records have none recorded),
     no_entry (queries that found none), missed_best (their best similarities) and injected (the injected entries'
     similarities)."""
@@ -45,7 +47,7 @@ def run_retrieval(records: list[dict]) -> dict:
     return stats
 
 
-def injections(record: dict) -> list[dict]:
+def injections(record: TrajectoryRecord) -> list[InjectionRecord]:
     """Every injection of a record: at task start, per user turn, after errors."""
     found = list(record.get("system_memory", []))
     for turn in record["turns"]:

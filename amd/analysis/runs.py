@@ -1,6 +1,8 @@
 """Load run files into one table: a row per run, its cell (from the results layout) and its scores."""
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -11,6 +13,7 @@ from amd.errors import AmdError
 from amd.registry import load_target
 from amd.schema import read_run
 from amd.score import expected_tasks, run_metrics
+from amd.trajectory import TrajectoryRecord
 from amd.vocabulary import bank_settings, run_method
 
 BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "variant", "protocol")
@@ -23,7 +26,7 @@ def cell_columns() -> tuple[str, ...]:
     return (*BASE_COLUMNS, *(setting.key for setting in bank_settings()))
 
 
-def model_name(record: dict) -> str:
+def model_name(record: Mapping[str, Any]) -> str:
     """The model behind a run, without transport: 'vllm:Qwen/Qwen3-4B@http://..' -> 'Qwen/Qwen3-4B'."""
     agent = record["agent"]
     spec = agent.get("model") or agent["spec"]
@@ -75,7 +78,7 @@ def summarize_run(path) -> dict:
     return row
 
 
-def method_columns(records: list[dict]) -> dict:
+def method_columns(records: list[TrajectoryRecord]) -> dict:
     """The columns the run's memory method computes for its own tables (its spec's `detail_columns`), e.g. what its
     variants record beside their injections; none for a run without memory."""
     spec = run_method(records[0]["memory"])

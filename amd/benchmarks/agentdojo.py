@@ -27,6 +27,7 @@ from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
 from amd.benchmarks.bfcl_calls import MAX_SOURCE_CHARS, read_call
 from amd.errors import AmdError, did_you_mean
+from amd.trajectory import TrajectoryRecord
 
 PACKAGE = "agentdojo"
 SUITE_VERSION = "v1.2.2"  # the package's default benchmark version
@@ -191,7 +192,7 @@ class AgentDojo(Benchmark):
             return FunctionInfo(None, None)
         return FunctionInfo(function.run.__module__.rsplit(".", 1)[1], openai_tool(function)["function"])
 
-    def rescore(self, record: dict) -> bool:
+    def rescore(self, record: TrajectoryRecord) -> bool:
         """The task's utility on a fresh environment after replaying the stored calls (each checked again) and the
         stored final answer through the package's run_task_with_pipeline."""
         task_id = record.get("task_id")
@@ -219,7 +220,7 @@ class AgentDojo(Benchmark):
         return bool(utility)
 
 
-def final_answer(record: dict) -> str:
+def final_answer(record: TrajectoryRecord) -> str:
     """The agent's last reply, the model output the task checks: the text of the last step (a reply with no call)
     of a finished episode. An episode the step cap cut off has no answer: "" (the package would check the text of
     the last call reply; an empty answer can only fail an answer check, never pass one)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from amd.errors import AmdError
+from amd.trajectory import TrajectoryRecord
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
 
@@ -180,11 +181,11 @@ class Benchmark(Protocol):
         app, dot, _ = name.partition(".")
         return FunctionInfo(app if dot else None, None)
 
-    def rescore(self, record: dict[str, Any]) -> bool:
+    def rescore(self, record: TrajectoryRecord) -> bool:
         """The benchmark's own verdict on a stored trajectory, computed again from what it stores."""
         raise AmdError(f"benchmark {self.name} cannot re-score stored trajectories")
 
-    def record_step_limit_scored(self, record: dict[str, Any]) -> bool:
+    def record_step_limit_scored(self, record: TrajectoryRecord) -> bool:
         """`step_limit_scored` for a stored record (a benchmark whose harness option changes it says so here)."""
         return self.step_limit_scored
 

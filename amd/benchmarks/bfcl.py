@@ -30,6 +30,7 @@ from amd.benchmarks.bfcl_calls import parse_call, read_call
 from amd.errors import AmdError, did_you_mean
 from amd.files import sha256_file
 from amd.paths import cache_dir
+from amd.trajectory import TrajectoryRecord
 
 CATEGORY = "multi_turn_base"
 HARNESSES = ("amd", "official")  # option harness: amd's caps (paper's 40-step task cap), or bfcl-eval's own loop
@@ -135,11 +136,11 @@ class BfclMultiTurn(Benchmark):
         class_name, doc = _functions().get(name, (None, None))
         return FunctionInfo(class_name, doc, FUNCTION_LABELS.get(name))
 
-    def rescore(self, record: dict) -> bool:
+    def rescore(self, record: TrajectoryRecord) -> bool:
         """The official checker's verdict on a stored trajectory's decoded_calls."""
         return bool(rescore(record).get("valid"))
 
-    def record_step_limit_scored(self, record: dict) -> bool:
+    def record_step_limit_scored(self, record: TrajectoryRecord) -> bool:
         """A run of bfcl-eval's own loop scores a task force-quit in its last turn (every turn was reached)."""
         official = (record.get("data_version") or {}).get("harness") == "official"
         return official and len(record.get("turns", [])) == len(self._entry(record["task_id"])["question"])
@@ -245,7 +246,7 @@ def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[lis
     return json.loads(json.dumps(result, default=str))
 
 
-def rescore(record: dict) -> dict:
+def rescore(record: TrajectoryRecord) -> dict:
     """Re-run the official checker on a stored trajectory's decoded_calls; returns the checker's dict.
 
     Stored strings come from files and are not trusted: each one is parsed again with the safe parser and

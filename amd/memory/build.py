@@ -2,7 +2,9 @@
 and checks the records, embeds each type's embedded field, writes the manifest and the bank."""
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import amd
 from amd.errors import AmdError
@@ -14,6 +16,7 @@ from amd.memory.writing import open_writer
 from amd.registry import create_benchmark
 from amd.schema import read_run
 from amd.spec import parse_options
+from amd.trajectory import TrajectoryRecord
 from amd.vocabulary import method_spec
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
@@ -70,7 +73,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     return manifest
 
 
-def _read_sources(paths) -> tuple[list[dict], list[dict]]:
+def _read_sources(paths) -> tuple[list[dict], list[TrajectoryRecord]]:
     sources, records = [], []
     for path in paths:
         file_records = read_run(path)
@@ -92,5 +95,5 @@ def _check_entries(contents: BankContents, method: str, groups: dict) -> None:
             entry["source_group"] = groups[entry["source_task_id"]]
 
 
-def _unique(items: list[dict]) -> list[dict]:
+def _unique(items: Sequence[Mapping[str, Any]]) -> list[dict]:
     return [json.loads(text) for text in dict.fromkeys(json.dumps(i, sort_keys=True) for i in items)]

@@ -24,6 +24,7 @@ from amd.memory.pool import pooled_view
 from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
 from amd.registry import load_target
 from amd.spec import OptionValue, parse_options
+from amd.trajectory import TrajectoryRecord
 from amd.vocabulary import (
     CROSS_SPLITS,
     EXCLUSION_UNITS,
@@ -68,7 +69,8 @@ class BuildContext:
     options: dict[str, OptionValue] = field(default_factory=dict)
     concurrency: int = 4  # records written at once by a model writer
 
-    def map(self, distill: Callable[[dict[str, Any]], Distilled], records: list[dict[str, Any]]) -> list[Distilled]:
+    def map(self, distill: Callable[[TrajectoryRecord], Distilled],
+            records: list[TrajectoryRecord]) -> list[Distilled]:
         """`distill(record)` for every record, in order, with progress; a model writer serves several at once."""
         import sys
 
@@ -101,7 +103,7 @@ class MemoryMethod(Protocol):
     name: str
     version: str  # recorded in the bank's manifest
 
-    def build(self, records: list[dict[str, Any]], context: BuildContext) -> BankContents:
+    def build(self, records: list[TrajectoryRecord], context: BuildContext) -> BankContents:
         """Entries distilled from `records` (all of a run's records, successes and failures)."""
         ...
 

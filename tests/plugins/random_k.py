@@ -21,6 +21,7 @@ from amd.api import (
     MemoryMethod,
     RetrievalSettings,
     TaskContext,
+    TrajectoryRecord,
     student_runs,
 )
 
@@ -33,7 +34,7 @@ class RandomK(MemoryMethod):
     name = "random_k"
     version = "1"
 
-    def build(self, records: list[dict[str, Any]], context: BuildContext) -> BankContents:
+    def build(self, records: list[TrajectoryRecord], context: BuildContext) -> BankContents:
         keep_failures = context.options.get("failures", True)  # parsed by its declaration: a bool
         notes = []
         for record in records:
@@ -69,7 +70,7 @@ class RandomNotes(BankHooks):
         return Injection(text, records)
 
 
-def notes_by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def notes_by_task(records: list[TrajectoryRecord]) -> dict[str, dict[str, int]]:
     """The runs frame's column for the table below: notes injected per task."""
     return {"notes_by_task": {record["task_id"]: len(record.get("system_memory", [])) for record in records}}
 

@@ -31,9 +31,10 @@ from amd.agent.hooks import Injection, TaskContext
 from amd.errors import AmdError
 from amd.memory.amd.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
-from amd.memory.amd.spec import RUN_OPTIONS
+from amd.memory.amd.spec import RECORD_DEFAULTS, RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records, query_record
 from amd.prompts import benchmark_prompt
+from amd.trajectory import recorded
 
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
@@ -80,20 +81,15 @@ class AmdHooks(BankHooks):
             if entry.get("app"):
                 self.by_name.setdefault(f"{entry['app']}.{entry['name']}", []).append(row)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
-                     "per_turn": self.per_turn_subtasks}
-        # recorded only where set, so the runs made before these options existed still resume
-        described |= {"turn_memory": "system"} if self.subtasks_in_system and self.per_turn_subtasks else {}
-        described |= {"placement": self.placement} if self.placement != PLACEMENTS[0] else {}
-        described |= {"fn_doc": True} if self.fn_doc else {}
-        described |= {"decompose_prompt": self.decompose_prompt} if self.decompose_prompt != "decompose" else {}
-        if self.decompose_samples > 1:
+                     "per_turn": self.per_turn_subtasks,
+                     "turn_memory": "system" if self.subtasks_in_system and self.per_turn_subtasks else "user",
+                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt}
+        if self.decompose_samples > 1:  # the samples' temperature only where there are samples
             described |= {"decompose_samples": self.decompose_samples,
                           "decompose_temperature": self.decompose_temperature}
-        if self.fn_gate != "always":
-            described["fn_gate"] = self.fn_gate
-        return described
+        return recorded(described | {"fn_gate": self.fn_gate}, RECORD_DEFAULTS)
 
     def task_start(self, task: TaskContext) -> Injection:
         with self._errors_lock:

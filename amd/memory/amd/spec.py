@@ -101,12 +101,16 @@ ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
                          "failures)."}},
 }
 
+# The run options' fields in a run's `memory`, left out where they hold these (the runs before them hold none)
+RECORD_DEFAULTS = {"turn_memory": "user", "placement": "after", "fn_doc": False, "decompose_prompt": "decompose",
+                   "fn_gate": "always"}
 TABLES = "amd.memory.amd.tables"
 SPEC = MethodSpec(
     name="amd", implementation="amd.memory.amd.method:AmdMemory", title="AMD", types=AMD_TYPES,
     configs=CONFIGS | VARIANTS, build_options=BUILD_OPTIONS, run_options=RUN_OPTIONS, settings=(REPRESENTATION,),
     table1=("wf_st_fn",), proposed=True, detail_columns=f"{TABLES}:detail_columns", record_fields=ONLINE_FIELDS,
-    run_usage="amd.memory.amd.online:writer_usage", run_entries="amd.memory.amd.online:added_entries",
+    record_defaults=RECORD_DEFAULTS, run_usage="amd.memory.amd.online:writer_usage",
+    run_entries="amd.memory.amd.online:added_entries",
     tables={name: f"{TABLES}:{name}" for name in ("table4_representation", "decomposition_check",
                                                    "function_gating", "online_vs_frozen")},
 )
