@@ -41,9 +41,9 @@ class Price:
 
 @cache
 def price_table() -> dict[str, Price]:
-    with io.TextIOWrapper(PRICE_FILE.open("rb"), encoding="utf-8", newline="") as handle:
-        return {row["spec"]: Price(float(row["input"]), float(row["cached_input"]) if row["cached_input"] else None,
-                                   float(row["output"]), row["date"], row["source"]) for row in csv.DictReader(handle)}
+    rows = csv.DictReader(io.StringIO(PRICE_FILE.read_bytes().decode("utf-8"), newline=""))
+    return {row["spec"]: Price(float(row["input"]), float(row["cached_input"]) if row["cached_input"] else None,
+                               float(row["output"]), row["date"], row["source"]) for row in rows}
 
 
 @dataclass

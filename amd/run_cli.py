@@ -10,8 +10,8 @@ from amd.agent.loop import Limits
 from amd.errors import AmdError, did_you_mean
 from amd.registry import AGENTS, create_benchmark
 from amd.runner import RunSpec, run_tasks
-from amd.trajectory import AGENT_PARAM_DEFAULTS, recorded
-from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, option_flags
+from amd.trajectory import recorded
+from amd.vocabulary import AGENT_PARAM_DEFAULTS, CROSS_SPLITS, ZERO_SHOT, option_flags
 
 log = logging.getLogger("amd.run")
 

@@ -28,8 +28,8 @@ from amd.errors import AmdError
 from amd.files import DISK_FULL
 from amd.schema import append_durably, drop_truncated_tail, read_run, rewrite_sorted
 from amd.score import write_expected_tasks
-from amd.trajectory import AGENT_PARAM_DEFAULTS, SCHEMA_NAME, TrajectoryRecord, same_setting
-from amd.vocabulary import run_method
+from amd.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
+from amd.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 
 log = logging.getLogger("amd.run")
 

@@ -6,8 +6,8 @@ Versions: a record names its schema (`SCHEMA_NAME`); a change that older readers
 `upgrade` then migrates records of the older one. Within a version, fields were added over time; a file written
 before a field existed leaves it out, and `upgrade` fills in what its absence means (`FILLED_WHEN_ABSENT`), so
 whoever reads a record sees every such field. A run's settings (the agent's params, a memory method's fields) are
-recorded only where they differ from their declared defaults (`AGENT_PARAM_DEFAULTS`, a method spec's
-`record_defaults`): `recorded` leaves defaults out, so a file written before a setting existed and one written
+recorded only where they differ from their declared defaults (amd.vocabulary's `AGENT_PARAM_DEFAULTS`, a method
+spec's `record_defaults`): `recorded` leaves defaults out, so a file written before a setting existed and one written
 after are the same run (`same_setting`), and files stay as they always were.
 """
 
@@ -163,11 +163,6 @@ def upgrade(record: dict[str, Any]) -> TrajectoryRecord:
     for fill in FILLED_WHEN_ABSENT:
         fill(record)
     return record  # type: ignore[return-value]  # valid (amd.schema.validate) and filled: a TrajectoryRecord
-
-
-# The agent's sampling params recorded only where they differ from these (amd run --prompting, --think): the runs
-# made before the options existed hold none of them.
-AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": "amd", "think": False}
 
 
 def recorded(setting: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,9 @@ PREFER_TEACHER = "prefer_teacher"
 # How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
 PROMPTING = ("amd", "official", "json")
+# The agent's params recorded only where they differ from these (amd run --prompting, --think; amd.trajectory.recorded):
+# the runs made before the options existed hold none of them.
+AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": PROMPTING[0], "think": False}
 
 # Leakage protocols (paper Appendix B.3; amd.memory.protocols), each with its exclusion unit: what no task retrieves
 # memory from. GROUP: its own group (the task and its variants; our stricter default); TASK: only the task itself

@@ -63,8 +63,7 @@ def setting(table: str, protocol, temperature=None, variant=None) -> str:
 
 
 def _read(name: str) -> tuple[dict, ...]:
-    with io.TextIOWrapper((DATA / name).open("rb"), encoding="utf-8", newline="") as handle:
-        return tuple(csv.DictReader(handle))
+    return tuple(csv.DictReader(io.StringIO((DATA / name).read_bytes().decode("utf-8"), newline="")))
 
 
 @dataclass(frozen=True)
