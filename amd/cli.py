@@ -1,6 +1,6 @@
 """The `amd` command line. Every Snakemake rule is one call of it.
 
-  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options]
+  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options] (amd.run_cli)
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
   amd memory build|pool|show|query ... (amd.memory.cli)
   amd table|figure NAME ...            (amd.analysis.cli)
@@ -18,19 +18,6 @@ import sys
 
 from amd.errors import AmdError
 from amd.files import DISK_FULL, sole_writer
-from amd.registry import AGENTS, BENCHMARKS
-from amd.vocabulary import (
-    PREFER_TEACHER,
-    PROMPTING,
-    PROTOCOLS,
-    SELF_EXCLUDED,
-    ZERO_SHOT,
-    memory_configs,
-    memory_type,
-    memory_types,
-    method_specs,
-    option_flags,
-)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,69 +63,11 @@ def command_name(args) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amd", description="Agent Memory Distillation pipeline")
     commands = parser.add_subparsers(dest="command", required=True)
-    _add_run(commands)
+    importlib.import_module("amd.run_cli").register(commands)
     _add_score(commands)
     for module in ("amd.memory.cli", "amd.analysis.cli", "amd.serve", "amd.probe", "amd.workflow.plan"):
         importlib.import_module(module).register(commands)
     return parser
-
-
-def _add_run(commands) -> None:
-    run = commands.add_parser("run", help="run an agent on benchmark tasks, one trajectory per task")
-    add_run_arguments(run)
-    run.set_defaults(handler=_run_command)
-
-
-def add_run_arguments(run) -> None:
-    """The flags of `amd run` (also those of `amd probe`, which runs the same way on a probe set)."""
-    run.add_argument("benchmark", help=", ".join(
-        entry.name + ("" if entry.target else " (declared)") for entry in BENCHMARKS.entries()))
-    run.add_argument("--agent", required=True,
-                     help=" | ".join([*(name for name in AGENTS.names() if name != "model"), "openai:MODEL",
-                                      "vllm:MODEL@http://host:port/v1", "local:qwen2.5-coder-0.5b"]))
-    run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
-    run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
-                     help="an option of the benchmark (each benchmark says which it takes)")
-    run.add_argument("--user-model", metavar="SPEC",
-                     help="the user simulator's model, for benchmarks that have one; the same as "
-                          "--benchmark-option user_model=SPEC")
-    run.add_argument("--tasks", help="comma-separated task ids (default: all)")
-    run.add_argument("--limit", type=int, help="only the first N of the selected tasks")
-    run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
-    run.add_argument("--max-steps-per-turn", type=int, default=20)
-    run.add_argument("--max-steps", type=int, default=40)
-    run.add_argument("--temperature", type=_temperature, default=0.0,
-                     help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
-    run.add_argument("--max-tokens", type=int, default=512)
-    run.add_argument("--prompting", choices=PROMPTING, default="amd",
-                     help="amd: our system prompt (default); official: no system prompt of ours, the benchmark's "
-                          "messages and native tools alone, as an official function-calling harness sends them; "
-                          "json: one JSON object per reply (a call or the answer), its decoding constrained to the "
-                          "tools' schemas (response_format json_schema: llama.cpp, vLLM)")
-    run.add_argument("--think", choices=("on", "off"), default="off",
-                     help="Qwen3's thinking (vllm: specs only); off as in the paper")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
-    run.add_argument("--max-retries", type=int, default=6,
-                     help="retries per model reply (408, 409, 429, 5xx, timeouts, dropped connections, malformed "
-                          "bodies), with the openai SDK's backoff")
-    run.add_argument("--memory", help="memory bank folder (from `amd memory build`)")
-    run.add_argument("--memory-config", default=ZERO_SHOT, help=", ".join(memory_configs()))
-    run.add_argument("--protocol", default=SELF_EXCLUDED, help=", ".join(PROTOCOLS) + f" (default {SELF_EXCLUDED})")
-    types = list(memory_types().values())[:3]
-    run.add_argument("--k", help="top-k per memory type, e.g. " + ",".join(f"{t.code}=1" for t in types))
-    run.add_argument("--delta", help="minimum similarity per memory type, e.g. " + ",".join(
-        f"{t.code}={t.default_delta}" for t in types if t.default_delta is not None))
-    run.add_argument("--split-seed", type=int, default=0, help="seed of a cross split's 7:3 split")
-    run.add_argument("--memory-option", action="append", default=[], metavar="KEY=VALUE",
-                     help="a run option of the memory method (" + "; ".join(
-                         f"{spec.name}: {', '.join(spec.run_options)}" for spec in method_specs() if spec.run_options)
-                     + f"); with any method over a bank pooled from several teachers (amd memory pool), "
-                       f"{PREFER_TEACHER}=NAME")
-    for flag, (name, option) in option_flags().items():
-        run.add_argument(flag, dest="memory_option", action="append_const", const=f"{name}=true",
-                         help=f"{option.help} (= --memory-option {name}=true)")
-    run.add_argument("--no-progress", action="store_true")
 
 
 def _add_score(commands) -> None:
@@ -150,40 +79,10 @@ def _add_score(commands) -> None:
     score.set_defaults(handler=_score_command)
 
 
-def _run_command(args) -> int:
-    from amd.run_cli import run_from_args
-
-    return run_from_args(args)
-
-
 def _score_command(args) -> int:
     from amd.score import score_from_args
 
     return score_from_args(args)
-
-
-def _temperature(text: str) -> float | None:
-    return None if text.lower() in ("none", "null") else float(text)
-
-
-def parse_per_type(text: str | None, flag: str, cast) -> dict:
-    """'wf=1,st=2' -> {'workflow': 1, 'subtask': 2}; a bad item names the flag and the item."""
-    if not text:
-        return {}
-    values = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. {next(iter(memory_types()))}=1")
-        try:
-            type_name = memory_type(name.strip()).name
-        except AmdError as error:
-            raise AmdError(f"{flag}: {error}") from None
-        try:
-            values[type_name] = cast(value)
-        except ValueError:
-            raise AmdError(f"{flag}: {item!r} has a value that is not a {cast.__name__}") from None
-    return values
 
 
 if __name__ == "__main__":

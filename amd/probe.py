@@ -27,7 +27,7 @@ def probe_tasks(task_ids: list[str], size: int, seed: int) -> list[str]:
 
 
 def register(subparsers) -> None:
-    from amd.cli import add_run_arguments
+    from amd.run_cli import add_run_arguments
 
     probe = subparsers.add_parser("probe", help="the teacher-student fit probe: `amd run` on a small fixed set of "
                                   "the selected tasks (rank teachers with `amd table probe_fit`)")

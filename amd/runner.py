@@ -26,8 +26,7 @@ from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Benchmark, Episode
 from amd.errors import AmdError
 from amd.files import DISK_FULL
-from amd.schema import append_durably, drop_truncated_tail, read_run, rewrite_sorted
-from amd.score import write_expected_tasks
+from amd.schema import append_durably, drop_truncated_tail, read_run, rewrite_sorted, write_expected_tasks
 from amd.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 

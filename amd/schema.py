@@ -157,3 +157,25 @@ def rewrite_sorted(path, sort_key) -> None:
     lines.sort(key=lambda line: sort_key(json.loads(line)))
     with atomic_file(path) as handle:
         handle.writelines(line + "\n" for line in lines)
+
+
+def expected_tasks_path(path) -> Path:
+    return Path(str(path) + ".tasks.json")
+
+
+def write_expected_tasks(path, benchmark: str, task_ids: list[str]) -> None:
+    """Beside a run file, the tasks the run was asked for: what a score divides by."""
+    with atomic_file(expected_tasks_path(path)) as handle:
+        json.dump({"benchmark": benchmark, "task_ids": list(task_ids)}, handle)
+
+
+def expected_tasks(path) -> list[str] | None:
+    """The tasks a run was asked for, or None for a run file without that record (made by hand or before it)."""
+    listed = expected_tasks_path(path)
+    if not listed.exists():
+        return None
+    try:
+        return list(json.loads(listed.read_bytes())["task_ids"])
+    except (ValueError, KeyError, TypeError):
+        raise AmdError(f"{listed}: not the list of tasks `amd run` writes; delete it to score {path} by its "
+                       "records alone, or rerun the run") from None

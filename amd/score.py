@@ -5,15 +5,13 @@ the queries δ left with no entry, the injected similarities); optional official
 
 import json
 import sys
-from pathlib import Path
 
 from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
 from amd.benchmarks.base import Benchmark, counted_success
 from amd.cost import run_cost
 from amd.errors import AmdError
-from amd.files import atomic_file
-from amd.schema import read_run
+from amd.schema import expected_tasks, read_run
 from amd.trajectory import TrajectoryRecord
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
@@ -21,28 +19,6 @@ COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_
            "user_tokens", "writer_tokens", "total_tokens", "usd"]
 COST_ROLES = ("memory", "user", "writer")  # the agent's own tokens are prompt_tokens + completion_tokens
 CUT = "length"  # the finish_reason of a reply the server cut at the token limit
-
-
-def expected_tasks_path(path) -> Path:
-    return Path(str(path) + ".tasks.json")
-
-
-def write_expected_tasks(path, benchmark: str, task_ids: list[str]) -> None:
-    """Beside a run file, the tasks the run was asked for: what a score divides by."""
-    with atomic_file(expected_tasks_path(path)) as handle:
-        json.dump({"benchmark": benchmark, "task_ids": list(task_ids)}, handle)
-
-
-def expected_tasks(path) -> list[str] | None:
-    """The tasks a run was asked for, or None for a run file without that record (made by hand or before it)."""
-    listed = expected_tasks_path(path)
-    if not listed.exists():
-        return None
-    try:
-        return list(json.loads(listed.read_bytes())["task_ids"])
-    except (ValueError, KeyError, TypeError):
-        raise AmdError(f"{listed}: not the list of tasks `amd run` writes; delete it to score {path} by its "
-                       "records alone, or rerun the run") from None
 
 
 def run_metrics(records: list[TrajectoryRecord], expected: list[str] | None = None) -> dict:

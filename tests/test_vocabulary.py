@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from amd.cli import build_parser, parse_per_type
+from amd.cli import build_parser
+from amd.run_cli import parse_per_type
 from amd.errors import AmdError
 from amd.registry import BENCHMARKS, MEMORY_METHODS, Registry
 from amd.run_cli import _memory

@@ -11,8 +11,8 @@ from amd.analysis.retrieval import run_retrieval
 from amd.cost import run_cost
 from amd.errors import AmdError
 from amd.registry import load_target
-from amd.schema import read_run
-from amd.score import expected_tasks, run_metrics
+from amd.schema import expected_tasks, read_run
+from amd.score import run_metrics
 from amd.trajectory import TrajectoryRecord
 from amd.vocabulary import bank_settings, run_method
 
