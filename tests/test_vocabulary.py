@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from amd.cli import build_parser
-from amd.run_cli import parse_per_type
 from amd.errors import AmdError
 from amd.registry import BENCHMARKS, MEMORY_METHODS, Registry
-from amd.run_cli import _memory
+from amd.run_cli import _memory, parse_per_type
 from amd.vocabulary import ZERO_SHOT, memory_configs, memory_types, method_specs, option_flags, output_names
 from amd.workflow.config import ConfigError, active_config, validate_config
 from amd.workflow.grid import Grid

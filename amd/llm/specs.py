@@ -116,9 +116,10 @@ def _endpoint_spec(spec: str, kind: str, rest: str) -> ModelSpec:
     if hash_sign and not key:
         raise AmdError(f"model spec {spec!r}: after '#' only key=VAR, the name of the environment variable that "
                        "holds the endpoint's key")
-    model, at, url = rest.rpartition("@")
-    if not (at and url.startswith(("http://", "https://"))):
-        model, url = rest, None
+    model, at, found = rest.rpartition("@")
+    url = found if at and found.startswith(("http://", "https://")) else None
+    if url is None:
+        model = rest
     if not model or (at and url is None and kind == "vllm"):
         raise AmdError(f"model spec {spec!r} needs the form {kind}:MODEL@http://host:port/v1")
     return ModelSpec(kind, model, url.rstrip("/") if url else None, key.group(1) if key else None)
