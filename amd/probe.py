@@ -7,23 +7,12 @@ fixed `--tasks` list. Probe runs with each teacher's bank are ranked, and checke
 has run, by the `probe_fit` table (amd.analysis.teachers).
 """
 
-import hashlib
 import logging
 
 from amd.errors import AmdError
+from amd.runner import probe_tasks
 
 log = logging.getLogger("amd.probe")
-
-
-def probe_tasks(task_ids: list[str], size: int, seed: int) -> list[str]:
-    """`size` of `task_ids`, the same on any machine: the tasks with the smallest sha256 of "seed:task id", in
-    their benchmark order. A task's place does not depend on the others, so a larger pool or size keeps the set."""
-    if size < 1:
-        raise AmdError(f"--probe-size must be at least 1, got {size}")
-    if size > len(task_ids):
-        raise AmdError(f"--probe-size {size} is more than the {len(task_ids)} tasks selected")
-    chosen = set(sorted(task_ids, key=lambda task: hashlib.sha256(f"{seed}:{task}".encode()).hexdigest())[:size])
-    return [task for task in task_ids if task in chosen]
 
 
 def register(subparsers) -> None:

@@ -1,4 +1,4 @@
-"""Run many tasks: bounded concurrency, durable per-task output, resume, progress.
+"""Run many tasks: bounded concurrency, durable per-task output, resume, progress; and which tasks a probe runs.
 
 Each finished task is appended to the output and fsynced at once, so a crash or SIGKILL loses at most the tasks in
 flight. Rerunning the same command resumes: finished tasks are skipped, a truncated last line is dropped, no task
@@ -8,6 +8,7 @@ A memory whose bank changes as tasks finish (online memory) runs its tasks one a
 crash stops the run there, so a rerun resumes in the same order and every task sees what its predecessors left.
 """
 
+import hashlib
 import logging
 import sys
 import threading
@@ -198,3 +199,14 @@ def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:
         return
     order = {task_id: index for index, task_id in enumerate(task_ids)}
     rewrite_sorted(out_path, lambda record: order.get(record["task_id"], len(order)))
+
+
+def probe_tasks(task_ids: list[str], size: int, seed: int) -> list[str]:
+    """`size` of `task_ids`, the same on any machine: the tasks with the smallest sha256 of "seed:task id", in
+    their benchmark order. A task's place does not depend on the others, so a larger pool or size keeps the set."""
+    if size < 1:
+        raise AmdError(f"--probe-size must be at least 1, got {size}")
+    if size > len(task_ids):
+        raise AmdError(f"--probe-size {size} is more than the {len(task_ids)} tasks selected")
+    chosen = set(sorted(task_ids, key=lambda task: hashlib.sha256(f"{seed}:{task}".encode()).hexdigest())[:size])
+    return [task for task in task_ids if task in chosen]

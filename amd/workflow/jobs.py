@@ -65,7 +65,7 @@ class TaskPools:
 
     def student_tasks(self, cell: dict) -> tuple[list[str] | None, float | None]:
         from amd.memory.protocols import MEMORY_FRACTION, eval_task_ids
-        from amd.probe import probe_tasks
+        from amd.runner import probe_tasks
 
         tasks, count = self.tasks(cell["benchmark"], "student", cell["student"])
         if cell["method"] and cell["protocol"] in CROSS_SPLITS:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from amd.benchmarks.base import Benchmark
 from amd.memory.amd import writers
 from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.placeholders import audit_insight
@@ -65,8 +66,8 @@ class BuildSettings:
         given = dict(item.split("=", 1) for item in text.split(","))
         return cls.from_options(parse_options("amd", "build", given, BUILD_OPTIONS))
 
-    def prompt(self, name: str, benchmark) -> str:
-        return benchmark_prompt(name, getattr(benchmark, "name", None)) if self.prompts == "benchmark" else name
+    def prompt(self, name: str, benchmark: Benchmark) -> str:
+        return benchmark_prompt(name, benchmark.name) if self.prompts == "benchmark" else name
 
 
 DEFAULT_SETTINGS = BuildSettings()
