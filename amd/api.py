@@ -1,7 +1,7 @@
 """The public API of amd: everything a plug-in imports, from this one module.
 
 A plug-in is a benchmark, a memory method, or a table or figure, in a module of its own (in amd's tree with a line in
-`amd.registry`, or in an installed distribution that declares it under an entry point group: `amd.benchmarks`,
+`amd.core.registry`, or in an installed distribution that declares it under an entry point group: `amd.benchmarks`,
 `amd.memory_methods`, `amd.tables`, `amd.figures`). Each contract below is a typed Protocol or base class that
 declares every member amd reads; optional members have their defaults there.
 
@@ -43,11 +43,11 @@ from amd.benchmarks.base import (
     mark_failed,
     refuse,
 )
-from amd.errors import AmdError
-from amd.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
-from amd.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
-from amd.trajectory import TrajectoryRecord
-from amd.vocabulary import MemoryConfig
+from amd.core.errors import AmdError
+from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
+from amd.core.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
+from amd.core.trajectory import TrajectoryRecord
+from amd.core.vocabulary import MemoryConfig
 
 if TYPE_CHECKING:
     from amd.analysis.cells import student_runs

@@ -16,8 +16,8 @@ import logging
 import os
 import sys
 
-from amd.errors import AmdError
-from amd.files import DISK_FULL, sole_writer
+from amd.core.errors import AmdError
+from amd.core.files import DISK_FULL, sole_writer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from amd.core.registry import load_target
+from amd.core.trajectory import TrajectoryRecord
+from amd.core.vocabulary import run_method
 from amd.memory.writing import RULES
-from amd.registry import load_target
-from amd.trajectory import TrajectoryRecord
-from amd.vocabulary import run_method
 
 PRICE_FILE = files("amd.reference_data") / "prices.csv"
 HOSTED = "openai:"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 log = logging.getLogger("amd.devices")
 POLL_S = 2.0

@@ -9,7 +9,7 @@ has run, by the `probe_fit` table (amd.analysis.teachers).
 
 import logging
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.runner import probe_tasks
 
 log = logging.getLogger("amd.probe")

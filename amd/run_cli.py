@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 from amd.agent.loop import Limits
-from amd.errors import AmdError, did_you_mean
-from amd.registry import AGENTS, BENCHMARKS, create_benchmark
-from amd.runner import RunSpec, run_tasks
-from amd.trajectory import recorded
-from amd.vocabulary import (
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
+from amd.core.trajectory import recorded
+from amd.core.vocabulary import (
     AGENT_PARAM_DEFAULTS,
     CROSS_SPLITS,
     PREFER_TEACHER,
@@ -25,6 +24,7 @@ from amd.vocabulary import (
     method_specs,
     option_flags,
 )
+from amd.runner import RunSpec, run_tasks
 
 log = logging.getLogger("amd.run")
 

@@ -25,11 +25,17 @@ from amd.agent.base import Agent
 from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Benchmark, Episode
-from amd.errors import AmdError
-from amd.files import DISK_FULL
-from amd.schema import append_durably, drop_truncated_tail, read_run, rewrite_sorted, write_expected_tasks
-from amd.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
-from amd.vocabulary import AGENT_PARAM_DEFAULTS, run_method
+from amd.core.errors import AmdError
+from amd.core.files import DISK_FULL
+from amd.core.schema import (
+    append_durably,
+    drop_truncated_tail,
+    read_run,
+    rewrite_sorted,
+    write_expected_tasks,
+)
+from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
+from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 
 log = logging.getLogger("amd.run")
 

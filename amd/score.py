@@ -9,10 +9,10 @@ import sys
 from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
 from amd.benchmarks.base import Benchmark, counted_success
+from amd.core.errors import AmdError
+from amd.core.schema import expected_tasks, read_run
+from amd.core.trajectory import TrajectoryRecord
 from amd.cost import run_cost
-from amd.errors import AmdError
-from amd.schema import expected_tasks, read_run
-from amd.trajectory import TrajectoryRecord
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
            "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
@@ -82,7 +82,7 @@ def cost_columns(cost: dict) -> dict:
 def recheck(path) -> list[str]:
     """Re-score every stored trajectory with its benchmark's own checker; return the task ids whose verdict differs.
     A task that did not finish counts as when it ran (amd.benchmarks.base.counted_success)."""
-    from amd.registry import create_benchmark
+    from amd.core.registry import create_benchmark
 
     benchmarks: dict[str, Benchmark] = {}
     mismatched: list[str] = []

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from amd import devices
-from amd.errors import AmdError
-from amd.net import free_port, wait_for_models
+from amd.core.errors import AmdError
+from amd.core.net import free_port, wait_for_models
 
 log = logging.getLogger("amd.serve")
 PLACEHOLDER = "{base_url}"

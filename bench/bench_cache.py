@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bench_step_overhead import recorded_requests
 
+from amd.core.paths import cache_dir
 from amd.llm.cache import ResponseCache, request_key
-from amd.paths import cache_dir
 
 IDENTITY = "vllm:bench"  # the identity of recorded_requests' model
 

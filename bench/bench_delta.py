@@ -98,9 +98,9 @@ def report(name: str, related: np.ndarray, unrelated: np.ndarray,
 
 
 def bfcl_part(bank_dir: Path, embedder_spec: str) -> None:
+    from amd.core.registry import create_benchmark
     from amd.memory.bank import load_bank
     from amd.memory.embed import get_embedder
-    from amd.registry import create_benchmark
 
     if not bank_dir.exists():
         bank_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 from amd.agent.agents import ModelAgent
 from amd.agent.loop import Limits, run_episode
+from amd.core.registry import create_benchmark
 from amd.llm import open_model
-from amd.registry import create_benchmark
 
 
 def main() -> None:

@@ -9,9 +9,9 @@ from amd.agent.base import AgentReply
 from amd.benchmarks.agentdojo import AgentDojo, final_answer
 from amd.benchmarks.base import Proposal
 from amd.cli import main
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.schema import read_trajectories
 from amd.memory.amd.entries import build_entries
-from amd.schema import read_trajectories
 
 SUITE_SIZES = {"workspace": 40, "travel": 20, "banking": 16, "slack": 21}
 

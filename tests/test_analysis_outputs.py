@@ -12,11 +12,11 @@ from amd.analysis.retrieval import TEXT_NOTE
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
 from amd.analysis.tables import AVG
+from amd.core.errors import AmdError
+from amd.core.schema import validate
+from amd.core.vocabulary import memory_config
 from amd.cost import price_table
-from amd.errors import AmdError
 from amd.memory.amd import tables as amd_tables
-from amd.schema import validate
-from amd.vocabulary import memory_config
 
 
 def record(task_id, success, steps, spec, memory="zero_shot", kind="model", benchmark="bfcl", params=None):

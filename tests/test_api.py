@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import amd.api
-from amd.errors import AmdError
-from amd.registry import Registry
-from amd.spec import Option, parse_options
+from amd.core.errors import AmdError
+from amd.core.registry import Registry
+from amd.core.spec import Option, parse_options
 
 REPO = Path(__file__).resolve().parents[1]
 COUNTER = (REPO / "tests" / "plugins" / "counter.py").read_text()
@@ -76,8 +76,8 @@ def test_options_are_checked_against_the_declared_ones_and_build_options_say_so(
 
 def test_a_registry_refuses_an_entry_that_is_not_what_it_holds():
     specs: Registry[Option] = Registry("toy", check=lambda found: isinstance(found, Option), expected="an Option")
-    specs.add("kinds", "amd.spec:KINDS")
-    with pytest.raises(AmdError, match=r"toy 'kinds': amd.spec:KINDS must be an Option, got \("):
+    specs.add("kinds", "amd.core.spec:KINDS")
+    with pytest.raises(AmdError, match=r"toy 'kinds': amd.core.spec:KINDS must be an Option, got \("):
         specs.load("kinds")
 
 

@@ -27,11 +27,11 @@ from amd.agent.loop import Limits
 from amd.benchmarks import processes
 from amd.benchmarks.appworld import AppWorld, failing_calls
 from amd.benchmarks.appworld_server import AppWorldVenv
+from amd.core.schema import read_trajectories
 from amd.llm import open_model
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.runner import RunSpec, run_tasks
-from amd.schema import read_trajectories
 
 REPO = Path(__file__).resolve().parents[1]
 BALANCE, TRANSFER = "What is my Venmo balance?", "Send $"

@@ -8,7 +8,7 @@ from amd.agent.loop import Limits, run_episode
 from amd.agent.parsing import NO_CODE, parse_code_reply
 from amd.benchmarks.appworld import AppWorld, api_calls, failing_calls, solution_blocks
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, Verdict
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 BLOCK = """passwords = {p["account_name"]: p["password"] for p in apis.supervisor.show_account_passwords()}
 token = apis.venmo.login(username="a@b.com", password=passwords["venmo"])["access_token"]

@@ -16,14 +16,14 @@ from test_memory_fixtures import all_records, write_jsonl
 
 from amd.agent.hooks import TaskContext
 from amd.cli import main as amd_main
+from amd.core.registry import create_benchmark
+from amd.core.vocabulary import memory_config
 from amd.llm.base import ChatReply
 from amd.memory import memp, reasoningbank, sasm
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
-from amd.registry import create_benchmark
-from amd.vocabulary import memory_config
 
 EMBEDDER = "hash:256"
 FIXTURE_IDS = {record["task_id"] for record in all_records()}

@@ -10,8 +10,8 @@ import pytest
 
 from amd.benchmarks.base import Proposal
 from amd.benchmarks.bfcl import BfclMultiTurn, openai_tool
-from amd.errors import AmdError
-from amd.registry import create_benchmark
+from amd.core.errors import AmdError
+from amd.core.registry import create_benchmark
 
 DATA = Path(bfcl_eval.__file__).parent / "data"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from amd.benchmarks.bfcl import BfclMultiTurn, rescore
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 
 def _replay(episode, skip: str | None = None):

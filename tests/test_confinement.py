@@ -20,7 +20,7 @@ import pytest
 
 from amd.benchmarks import processes
 from amd.benchmarks.processes import LIMITS, MODES, ConfinedProcess, Confinement
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("confinement_probe.py")
@@ -206,9 +206,10 @@ def test_an_unprivileged_user_gets_the_same_confinement_in_a_user_namespace(list
     folder = Path(tempfile.mkdtemp(prefix="amd-unprivileged-"))  # pytest's own folders are private to root
     try:
         folder.chmod(0o755)
-        package = folder / "amd" / "benchmarks"
-        package.mkdir(parents=True)
-        for module in ("__init__.py", "errors.py", "benchmarks/__init__.py", "benchmarks/processes.py"):
+        for package in ("benchmarks", "core"):
+            (folder / "amd" / package).mkdir(parents=True)
+        for module in ("__init__.py", "core/__init__.py", "core/errors.py", "benchmarks/__init__.py",
+                       "benchmarks/processes.py"):
             shutil.copy(REPO / "amd" / module, folder / "amd" / module)
         shutil.copy(PROBE, folder / PROBE.name)
         request = probe_request(folder, listener)

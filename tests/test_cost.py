@@ -7,9 +7,9 @@ import json
 import pytest
 
 from amd.cli import main
+from amd.core.schema import validate
 from amd.cost import PRICE_FILE, price_table, run_cost
 from amd.memory.online import history_path
-from amd.schema import validate
 
 MINI = "openai:gpt-5-mini"
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from amd import devices
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ PROBE = """
 import json, sys
 import amd
 from amd.analysis.reference import REFERENCE_FILE, load_reference
-from amd.prompts import TEMPLATES, load_prompt
+from amd.core.prompts import TEMPLATES, load_prompt
 names = sys.argv[1:]
 print(json.dumps({
     "amd": amd.__file__, "templates": str(TEMPLATES), "reference": str(REFERENCE_FILE),
@@ -82,7 +82,7 @@ def test_wheel_carries_every_module_prompt_and_data_file(installed):
     pages = {f"amd/page_templates/{path.name}" for ext in ("html", "css", "js")
              for path in (ROOT / "templates").glob(f"*.{ext}")}
     assert modules <= names and prompts <= names and pages <= names and len(pages) == 3
-    assert {"amd/trajectory.schema.json", "amd/reference_data/paper_reference.csv",
+    assert {"amd/core/trajectory.schema.json", "amd/reference_data/paper_reference.csv",
             "amd/reference_data/prices.csv"} <= names
 
 

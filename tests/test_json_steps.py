@@ -11,7 +11,7 @@ from scripted_server import ScriptedServer, script
 
 from amd.agent.json_steps import read_step, step_format
 from amd.benchmarks.agentdojo import AgentDojo
-from amd.schema import read_trajectories
+from amd.core.schema import read_trajectories
 
 
 @pytest.fixture(scope="module")

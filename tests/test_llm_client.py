@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, echo_last_user, script
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.net import free_port
 from amd.llm import open_model
 from amd.llm.client import ChatModel, resolve_params, sdk_client
-from amd.net import free_port
 
 FAST = {"max_retries": 3, "timeout_s": 5}
 HELLO = [{"role": "user", "content": "hello"}]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.llm import open_model
 from amd.llm.local import gguf_path
 from amd.llm.specs import LocalWeights

@@ -1,6 +1,6 @@
 import pytest
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.llm.specs import ModelSpec, parse_spec
 
 

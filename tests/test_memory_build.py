@@ -21,14 +21,14 @@ from test_memory_fixtures import (
 )
 
 from amd.cli import main
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.registry import create_benchmark
 from amd.memory.amd import writers
 from amd.memory.amd.entries import build_entries, successful
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.placeholders import audit_insight, placeholder_for, trajectory_values
 from amd.memory.steps import steps_of
-from amd.registry import create_benchmark
 
 PLACEHOLDER = re.compile(r"<[A-Z_]+>")
 BFCL = create_benchmark("bfcl")

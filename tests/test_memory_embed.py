@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.memory import embed
 from amd.memory.embed import Embedder, VectorCache, cache_key, get_embedder
 

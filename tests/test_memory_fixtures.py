@@ -1,9 +1,9 @@
-"""Handmade BFCL-like trajectories for the memory tests (built by hand to follow amd/trajectory.schema.json),
+"""Handmade BFCL-like trajectories for the memory tests (built by hand to follow amd/core/trajectory.schema.json),
 and tests that keep the fixtures valid."""
 
 import json
 
-from amd.schema import validate
+from amd.core.schema import validate
 
 
 def call(name: str, **arguments) -> dict:

@@ -8,14 +8,14 @@ from test_memory_fixtures import all_records, call, record, reply, step, write_j
 
 from amd.agent.hooks import TaskContext
 from amd.cli import main
-from amd.errors import AmdError
-from amd.files import sha256_file
+from amd.core.errors import AmdError
+from amd.core.files import sha256_file
+from amd.core.schema import validate
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.pool import pool_banks
 from amd.memory.protocols import memory_side
-from amd.schema import validate
 
 EMBEDDER = "hash:256"
 TEACHERS = ("alpha", "beta")

@@ -8,7 +8,8 @@ import pytest
 from test_memory_fixtures import all_records, call, record, reply, step, write_jsonl
 
 from amd.agent.hooks import Injection, TaskContext
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.vocabulary import memory_configs
 from amd.llm.base import ChatReply
 from amd.memory.amd.decompose import decompose_instruction
 from amd.memory.bank import load_bank
@@ -16,7 +17,6 @@ from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
 from amd.memory.protocols import eval_task_ids, split_units
-from amd.vocabulary import memory_configs
 
 EMBEDDER = "hash:256"
 NOTHING = Injection()
@@ -280,7 +280,7 @@ def test_malformed_decomposition_falls_back_to_the_instruction(text, error, capl
 
 
 def test_injection_records_follow_the_trajectory_schema(bank_dir):
-    from amd.schema import validate
+    from amd.core.schema import validate
 
     hooks = hooks_for(bank_dir, "wf_st_fn", delta=-1.0)
     rec = all_records()[1]
@@ -311,8 +311,8 @@ def test_bank_representation_is_the_default_and_a_run_may_override_it(tmp_path):
 def test_a_config_variant_brings_its_run_options_and_a_run_may_override_them(bank_dir, monkeypatch):
     import dataclasses
 
+    from amd.core.spec import Config
     from amd.memory.amd import spec
-    from amd.spec import Config
 
     variant = dataclasses.replace(spec.SPEC, configs={"wf_st_per_turn": Config(("wf", "st"), {"per_turn": True})})
     monkeypatch.setattr(spec, "SPEC", variant)

@@ -14,7 +14,7 @@ import yaml
 from replay_model import ground_truth_answers, replay_model
 from scripted_server import ScriptedServer
 
-from amd.files import sha256_file
+from amd.core.files import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "rules", "config", "report", "profiles", "environment.yml")
@@ -111,7 +111,7 @@ def test_a_pooled_bank_keeps_provenance_through_the_real_workflow(tmp_path):
 
 
 def _instructions(task_ids) -> dict:
-    from amd.registry import create_benchmark
+    from amd.core.registry import create_benchmark
 
     benchmark = create_benchmark("bfcl")
     return {task: benchmark.start(task).instruction for task in task_ids}

@@ -14,7 +14,7 @@ import yaml
 from test_pipeline_workflow import REPO, make_workdir, planned_jobs, snakemake
 
 from amd.cli import main as amd_main
-from amd.registry import OUTPUTS
+from amd.core.registry import OUTPUTS
 from amd.workflow.config import ConfigError, active_config, merge_configs
 from amd.workflow.grid import Grid
 from amd.workflow.jobs import TaskPools

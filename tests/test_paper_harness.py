@@ -19,13 +19,13 @@ from amd.agent.hooks import TaskContext
 from amd.agent.parsing import parse_first_code_block
 from amd.benchmarks.appworld_harness import PAPER, AppWorldHarness, cut_output, harness_from_options
 from amd.cli import main
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.prompts import benchmark_prompt, load_prompt
+from amd.core.registry import create_benchmark
 from amd.llm.base import ChatReply
 from amd.memory.amd.entries import BuildSettings, build_entries
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
-from amd.prompts import benchmark_prompt, load_prompt
-from amd.registry import create_benchmark
 from amd.workflow.config import active_config
 from amd.workflow.grid import Grid
 

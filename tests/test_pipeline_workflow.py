@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from amd.vocabulary import output_names
+from amd.core.vocabulary import output_names
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"

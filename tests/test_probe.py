@@ -17,7 +17,7 @@ from scipy.stats import kendalltau, spearmanr
 from scripted_server import ScriptedServer
 
 from amd.analysis import layout
-from amd.registry import create_benchmark
+from amd.core.registry import create_benchmark
 from amd.runner import probe_tasks
 from amd.workflow.config import ConfigError, active_config
 from amd.workflow.grid import Grid

@@ -25,13 +25,13 @@ from scripted_server import ScriptedServer
 from test_memory_fixtures import all_records, failed_task, write_jsonl
 
 from amd.cli import main
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.schema import read_run, read_trajectories
 from amd.llm import open_model
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import LocalMiniLM, VectorCache, cache_key
 from amd.memory.method import open_memory
-from amd.schema import read_run, read_trajectories
 
 TASKS = [f"multi_turn_base_{i}" for i in range(3)]
 HELLO = [{"role": "user", "content": "hello"}]
@@ -103,7 +103,7 @@ def test_where_files_cannot_be_locked_a_command_runs_with_a_warning(tmp_path, mo
     def no_flock(self, *args, **kwargs):
         raise NotImplementedError("FileSystem does not appear to support flock")
 
-    monkeypatch.setattr("amd.files.FileLock.acquire", no_flock)
+    monkeypatch.setattr("amd.core.files.FileLock.acquire", no_flock)
     out = tmp_path / "run.jsonl"
     with caplog.at_level(logging.WARNING):
         assert main(["run", "bfcl", "--agent", "oracle", "--limit", "2", "--out", str(out), "--no-progress"]) == 0

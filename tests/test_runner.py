@@ -10,9 +10,9 @@ from amd.agent.base import AgentReply
 from amd.agent.hooks import Injection, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Proposal
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.schema import read_trajectories
 from amd.runner import RunSpec, run_tasks
-from amd.schema import read_trajectories
 
 ORACLE_INFO = {"spec": "oracle", "kind": "oracle", "model": None, "params": {}}
 
@@ -207,11 +207,11 @@ def test_a_corrupt_line_in_the_middle_is_an_error_with_its_line_number(tmp_path)
 
 def test_each_record_is_validated_once(tmp_path, monkeypatch):
     """Once when appended, or once when read on resume; never again for the final rewrite in task order."""
-    import amd.schema
+    import amd.core.schema
 
     validated = []
-    check = amd.schema.validate
-    monkeypatch.setattr(amd.schema, "validate", lambda record, where="record": validated.append(1) or check(record))
+    check = amd.core.schema.validate
+    monkeypatch.setattr(amd.core.schema, "validate", lambda record, where="record": validated.append(1) or check(record))
     benchmark = CounterBenchmark()
     out = tmp_path / "run.jsonl"
     run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:2], out, progress=False)

@@ -3,7 +3,7 @@
 import pytest
 
 from amd.analysis.stats import interval_columns, pass_hat_k, wilson
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 Z2 = 1.959964 ** 2  # z for a two-sided 95 % interval, squared: 3.841459
 

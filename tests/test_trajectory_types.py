@@ -1,4 +1,4 @@
-"""amd.trajectory's typed record says exactly what amd/trajectory.schema.json says: the same fields, the same
+"""amd.core.trajectory's typed record says exactly what amd/core/trajectory.schema.json says: the same fields, the same
 required ones, at every level; an older file reads as a current record and stays as it is; a run's settings at
 their defaults are left out, so older runs are the same run."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from amd import trajectory
-from amd.schema import read_trajectories
-from amd.vocabulary import AGENT_PARAM_DEFAULTS, method_spec
+from amd.core import trajectory
+from amd.core.schema import read_trajectories
+from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, method_spec
 
 SCHEMA = json.loads((Path(trajectory.__file__).parent / "trajectory.schema.json").read_text())
 PAIRS = [(trajectory.TrajectoryRecord, SCHEMA), (trajectory.DataVersion, SCHEMA["properties"]["data_version"]),

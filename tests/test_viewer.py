@@ -16,10 +16,10 @@ import pytest
 
 from amd.analysis.viewer import build_page, render, write_view
 from amd.cli import main
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.schema import validate
 from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
 from amd.memory.online import history_path
-from amd.schema import validate
 
 # Model text that tries to run: each must reach the page as text, never as markup.
 ATTACK = ("</pre></div><script>document.body.setAttribute('data-pwned', 'yes')</script>"

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from amd.schema import read_trajectories
+from amd.core.schema import read_trajectories
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_VENV = ROOT / ".venv-vllm"

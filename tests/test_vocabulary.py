@@ -1,5 +1,5 @@
 """One vocabulary: the config schema, the command line and the workflow take memory types, configs and options,
-protocols, benchmarks and outputs from the registered methods' specs (amd.vocabulary) and amd.registry; no module
+protocols, benchmarks and outputs from the registered methods' specs (amd.core.vocabulary) and amd.core.registry; no module
 outside the memory methods names a method's words, and none outside the benchmarks names a benchmark."""
 
 import ast
@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 from amd.cli import build_parser
-from amd.errors import AmdError
-from amd.registry import BENCHMARKS, MEMORY_METHODS, Registry
+from amd.core.errors import AmdError
+from amd.core.registry import BENCHMARKS, MEMORY_METHODS, Registry
+from amd.core.vocabulary import (
+    ZERO_SHOT,
+    memory_configs,
+    memory_types,
+    method_specs,
+    option_flags,
+    output_names,
+)
 from amd.run_cli import _memory, parse_per_type
-from amd.vocabulary import ZERO_SHOT, memory_configs, memory_types, method_specs, option_flags, output_names
 from amd.workflow.config import ConfigError, active_config, validate_config
 from amd.workflow.grid import Grid
 
@@ -114,8 +121,8 @@ def test_the_workflow_wildcards_take_every_registered_config_method_and_output_a
 # Words that also mean something outside memory, and the only parts of amd where they are used so.
 OTHER_MEANINGS = {
     "function": ("agent", "benchmarks", "llm"),  # the OpenAI tool type {"type": "function", "function": ...}
-    "amd": ("cli.py", "run_cli.py", "vocabulary.py", "llm", "benchmarks"),  # the program; --prompting amd
-    "rb": ("files.py", "schema.py", "llm"),  # a file mode
+    "amd": ("cli.py", "run_cli.py", "core", "llm", "benchmarks"),  # the program; --prompting amd
+    "rb": ("core", "llm"),  # a file mode
 }
 
 
@@ -156,7 +163,7 @@ def test_no_module_outside_the_memory_methods_names_a_method_option_or_config():
     options = words - set(MEMORY_METHODS.names()) - set(memory_configs()) - set(memory_types())
     options -= {t.name for t in memory_types().values()}
     found = [f"{path.relative_to(REPO)}:{line}: {word!r}"
-             for path in python_files(outside=("memory", "registry.py"))
+             for path in python_files(outside=("memory", "core/registry.py"))
              for line, word in named_words(ast.parse(path.read_text()), words, options) if not allowed(path, word)]
     assert not found, "\n".join(found)
     for path in [*(REPO / "rules").glob("*.smk"), REPO / "Snakefile"]:
@@ -189,7 +196,7 @@ def test_no_module_outside_the_benchmarks_names_a_benchmark():
     """Code, string literals and imports; docstrings and comments may cite where a number was measured."""
     names = set(BENCHMARKS.names()) | BENCHMARK_PACKAGES
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b", re.IGNORECASE)
-    for path in python_files(outside=("benchmarks", "registry.py", "memory/baseline_specs.py")):
+    for path in python_files(outside=("benchmarks", "core/registry.py", "memory/baseline_specs.py")):
         tree = ast.parse(path.read_text())
         skip = docstrings(tree)
         for node in ast.walk(tree):

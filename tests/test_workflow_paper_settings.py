@@ -17,7 +17,7 @@ from test_pipeline_workflow import make_workdir, snakemake
 from amd.analysis.layout import describe_run
 from amd.analysis.reference import load_reference, paper_protocols
 from amd.analysis.runs import model_name
-from amd.vocabulary import SHARED, ZERO_SHOT
+from amd.core.vocabulary import SHARED, ZERO_SHOT
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"

@@ -2,7 +2,7 @@
 
 An agent keeps its own conversation and answers one step at a time (`amd.agent.base.Agent`). The loop in
 `amd.agent.loop` drives it: begin → add_user → act → observe → act → ... The same interface serves teachers and
-students. Agents are registered in `amd.registry` (AGENTS).
+students. Agents are registered in `amd.core.registry` (AGENTS).
 """
 
 import json
@@ -13,8 +13,8 @@ from amd.agent.history import trimmed
 from amd.agent.json_steps import read_step, step_format
 from amd.agent.parsing import parse_code_reply, parse_first_code_block, parse_reply
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome
-from amd.errors import AmdError
-from amd.prompts import load_prompt
+from amd.core.errors import AmdError
+from amd.core.prompts import load_prompt
 
 OFFICIAL = "official"
 JSON_STEPS = "json"

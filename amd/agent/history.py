@@ -8,7 +8,7 @@ the task message says so. The system prompt and the task message are never trimm
 
 import copy
 
-from amd.prompts import load_prompt
+from amd.core.prompts import load_prompt
 
 KEEP_RECENT = 5  # the last messages keep their content (ACE keeps the observations of its last 5 messages)
 

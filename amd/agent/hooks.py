@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amd.benchmarks.base import Benchmark
-from amd.trajectory import TrajectoryRecord
+from amd.core.trajectory import TrajectoryRecord
 
 if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
     from amd.llm.base import Chat

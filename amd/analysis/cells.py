@@ -5,8 +5,8 @@ import pandas as pd
 
 from amd.analysis.retrieval import pooled
 from amd.analysis.stats import interval_columns, interval_of
-from amd.errors import AmdError
-from amd.vocabulary import memory_configs
+from amd.core.errors import AmdError
+from amd.core.vocabulary import memory_configs
 
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
 SUCCESS = ["success", *interval_of("success")]  # a cell's success rate and its 95 % interval's columns

@@ -1,8 +1,8 @@
 """`amd table NAME --runs F... --out X.csv X.md`, `amd figure NAME --runs F... --out X.pdf` and
 `amd view RUN.jsonl [--against OTHER.jsonl] [--bank BANK] --out RUN.html` (amd.analysis.viewer)."""
 
-from amd.errors import AmdError
-from amd.vocabulary import output_names
+from amd.core.errors import AmdError
+from amd.core.vocabulary import output_names
 
 
 def register(subparsers) -> None:

@@ -22,8 +22,8 @@ from amd.analysis.reference import CITATION, load_reference
 from amd.analysis.runs import restrict_to_tasks
 from amd.analysis.stats import wilson
 from amd.analysis.tables import paper_value
-from amd.errors import AmdError
-from amd.vocabulary import ZERO_SHOT, proposed_config
+from amd.core.errors import AmdError
+from amd.core.vocabulary import ZERO_SHOT, proposed_config
 
 HATCHES = ("\\\\", "xx", "++", "--", "oo", "||", "**")  # the other memory configs', in MEMORY_ORDER
 MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -271,9 +271,9 @@ def fig5_k_sweep(runs, note=""):
 
 @contextlib.contextmanager
 def rendered(name: str, runs, note: str = ""):
-    """The registered figure `name` (amd.registry OUTPUTS) as it is written: made in the house style and laid out
+    """The registered figure `name` (amd.core.registry OUTPUTS) as it is written: made in the house style and laid out
     by the figure itself (a figure callable returns a Figure ready to save); closed afterwards."""
-    from amd.registry import OUTPUTS
+    from amd.core.registry import OUTPUTS
 
     with plt.rc_context(STYLE):
         fig = OUTPUTS.load(name)(runs, note)

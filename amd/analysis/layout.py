@@ -3,7 +3,7 @@
 The Snakefile builds its output paths from these templates, and the analysis reads a run's cell (student, teacher,
 memory config, k, seed, ...) back from its path, so the two can never disagree. Names in a path are the short
 config names ([A-Za-z0-9_]+), never raw agent specs (those hold ':', '/', '@'). A bank (and the runs that read it)
-carries the name of each of its method's settings (amd.spec.Setting, e.g. AMD's representation) after a dash
+carries the name of each of its method's settings (amd.core.spec.Setting, e.g. AMD's representation) after a dash
 (`{build}`); a method without settings has none. A memory run of a sensitivity variant of the harness (the config's
 `variants`, e.g. `paper_text`) carries its name after its memory config (`{variant}`: `wf_st_fn-paper_text`); the
 release's runs carry none.
@@ -12,7 +12,7 @@ release's runs carry none.
 import re
 from pathlib import Path
 
-from amd.vocabulary import memory_configs, method_spec
+from amd.core.vocabulary import memory_configs, method_spec
 
 NAME = r"[A-Za-z0-9_]+"
 BUILD = rf"(?:-{NAME})*"  # the `build` part: "-NAME" per setting of the bank's method, in the spec's order

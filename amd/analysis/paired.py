@@ -6,8 +6,8 @@ import pandas as pd
 
 from amd.analysis.cells import MEMORY_ORDER, order_by, student_runs, variants_apart
 from amd.analysis.stats import interval_columns
-from amd.errors import AmdError
-from amd.vocabulary import memory_config, plain_config
+from amd.core.errors import AmdError
+from amd.core.vocabulary import memory_config, plain_config
 
 
 def paired_tasks(runs: pd.DataFrame) -> pd.DataFrame:

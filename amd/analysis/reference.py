@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 
-from amd.vocabulary import CROSS_SPLIT_TASK, EXCLUSION_UNITS, GROUP, SELF_EXCLUDED_TASK, SHARED, ZERO_SHOT
+from amd.core.vocabulary import (
+    CROSS_SPLIT_TASK,
+    EXCLUSION_UNITS,
+    GROUP,
+    SELF_EXCLUDED_TASK,
+    SHARED,
+    ZERO_SHOT,
+)
 
 DATA = files("amd.reference_data")
 REFERENCE_FILE = DATA / "paper_reference.csv"

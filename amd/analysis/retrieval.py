@@ -9,7 +9,7 @@ the injected similarities; their query counts are unknown (None)."""
 import statistics
 from typing import Any
 
-from amd.trajectory import InjectionRecord, TrajectoryRecord
+from amd.core.trajectory import InjectionRecord, TrajectoryRecord
 
 TABLE_NOTE = ("queries: retrieval queries recorded (per type: workflow the instruction, subtask each decomposed label or "
         "user turn, function each failing function looked up by name, a baseline's its own); no_entry_%: the share "

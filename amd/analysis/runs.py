@@ -8,13 +8,13 @@ import pandas as pd
 
 from amd.analysis.layout import describe_run
 from amd.analysis.retrieval import run_retrieval
+from amd.core.errors import AmdError
+from amd.core.registry import load_target
+from amd.core.schema import expected_tasks, read_run
+from amd.core.trajectory import TrajectoryRecord
+from amd.core.vocabulary import bank_settings, run_method
 from amd.cost import run_cost
-from amd.errors import AmdError
-from amd.registry import load_target
-from amd.schema import expected_tasks, read_run
 from amd.score import run_metrics
-from amd.trajectory import TrajectoryRecord
-from amd.vocabulary import bank_settings, run_method
 
 BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "variant", "protocol")
 

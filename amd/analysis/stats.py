@@ -13,7 +13,7 @@ carries" says the same).
 from math import comb, sqrt
 from statistics import NormalDist
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 Z95 = NormalDist().inv_cdf(0.975)  # 1.95996...
 INTERVAL_NOTE = ("[95 % CI]: the Wilson score interval over n task attempts (the `_n` column: a run's tasks, or tasks x "

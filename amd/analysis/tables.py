@@ -28,8 +28,15 @@ from amd.analysis.retrieval import TEXT_NOTE, no_entry_text
 from amd.analysis.retrieval import summary as retrieval_summary
 from amd.analysis.runs import restrict_to_tasks
 from amd.analysis.stats import INTERVAL_NOTE, PASS_K_NOTE, STD_NOTE, interval_of, pass_hat_k
-from amd.errors import AmdError
-from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT, memory_config, method_spec, method_specs, proposed_config
+from amd.core.errors import AmdError
+from amd.core.vocabulary import (
+    CROSS_SPLITS,
+    ZERO_SHOT,
+    memory_config,
+    method_spec,
+    method_specs,
+    proposed_config,
+)
 
 BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
 PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
@@ -278,8 +285,8 @@ def retrieval_delta(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
-    """The registered table `name` (amd.registry OUTPUTS) computed from the runs frame."""
-    from amd.registry import OUTPUTS
+    """The registered table `name` (amd.core.registry OUTPUTS) computed from the runs frame."""
+    from amd.core.registry import OUTPUTS
 
     return OUTPUTS.load(name)(runs)
 
@@ -287,7 +294,7 @@ def build_table(name: str, runs: pd.DataFrame) -> pd.DataFrame:
 def caption(name: str) -> str:
     """The table's caption: the paper's tables have one here; a plug-in table's docstring gives its own (its first
     paragraph)."""
-    from amd.registry import OUTPUTS
+    from amd.core.registry import OUTPUTS
 
     if name in CAPTIONS:
         proposed = proposed_config()

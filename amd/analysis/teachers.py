@@ -5,8 +5,8 @@ import pandas as pd
 
 from amd.analysis.cells import SUCCESS, aggregate, cell_success, run_success, student_runs
 from amd.analysis.stats import interval_columns, interval_of
-from amd.errors import AmdError
-from amd.vocabulary import PREFER_TEACHER
+from amd.core.errors import AmdError
+from amd.core.vocabulary import PREFER_TEACHER
 
 
 def table_multi_teacher(runs: pd.DataFrame) -> pd.DataFrame:

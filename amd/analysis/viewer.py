@@ -17,15 +17,15 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from amd.errors import AmdError
-from amd.files import atomic_file
-from amd.registry import load_target
-from amd.schema import read_run
-from amd.vocabulary import ZERO_SHOT, run_method
+from amd.core.errors import AmdError
+from amd.core.files import atomic_file
+from amd.core.registry import load_target
+from amd.core.schema import read_run
+from amd.core.vocabulary import ZERO_SHOT, run_method
 
 TEMPLATES = files("amd.page_templates")
 SHOWN_ELSEWHERE = ("id", "type", "source_task_id", "source_group", "source_teacher")  # entry fields of the header
-# Optional fields of a step and of an injection record (amd/trajectory.schema.json), as the page reads them.
+# Optional fields of a step and of an injection record (amd/core/trajectory.schema.json), as the page reads them.
 STEP_DEFAULTS: dict[str, Any] = {"rejected": [], "code": None, "tokens": None, "cached": False, "model_error": None,
                  "finish_reason": None}
 INJECTION_DEFAULTS = {"source_teacher": None, "query": None}

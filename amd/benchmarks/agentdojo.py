@@ -26,8 +26,8 @@ from typing import Any
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
 from amd.benchmarks.bfcl_calls import MAX_SOURCE_CHARS, read_call
-from amd.errors import AmdError, did_you_mean
-from amd.trajectory import TrajectoryRecord
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.trajectory import TrajectoryRecord
 
 PACKAGE = "agentdojo"
 SUITE_VERSION = "v1.2.2"  # the package's default benchmark version

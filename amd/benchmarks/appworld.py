@@ -42,9 +42,9 @@ from amd.benchmarks.base import (
     Verdict,
 )
 from amd.benchmarks.processes import ProcessPool, require_confined_files
-from amd.errors import AmdError, did_you_mean
-from amd.paths import cache_dir
-from amd.prompts import load_prompt
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.paths import cache_dir
+from amd.core.prompts import load_prompt
 
 DATASET = "test_normal"  # the paper's evaluation set
 OPTIONS = ("root", "dataset", *HARNESS_OPTIONS)

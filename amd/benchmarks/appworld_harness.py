@@ -27,7 +27,7 @@ ACE's `max_tokens` (2048 by default, 4096 in the release's configs) is the run's
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 CHOICES = {"guide": ("amd", "paper"), "code_blocks": ("all", "first"), "step_cap": ("failed", "scored"),
            "failing_call": ("before", "line")}

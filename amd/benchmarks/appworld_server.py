@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 
 from amd.benchmarks.processes import ConfinedProcess, Confinement
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 VERSION = "0.1.3.post1"
 LOOPBACK = "127.0.0.1"

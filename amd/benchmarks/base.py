@@ -7,7 +7,7 @@ what the agent proposes, and scores itself when done. This fits:
 - simulated-user worlds (ToolSandbox): `next_user_message` sees the agent's last reply.
 A benchmark also owns what only it knows: its functions' docs and apps, task groups (variants of one scenario,
 which the leakage protocols keep together) and re-scoring of stored trajectories. The agent loop
-(`amd.agent.loop`) depends only on this module; a new benchmark is a module plus a line in `amd.registry`.
+(`amd.agent.loop`) depends only on this module; a new benchmark is a module plus a line in `amd.core.registry`.
 
 An episode says how its agent acts (`action_format`): CALLS (tool calls, the default) or CODE (the agent writes a
 Python code block per step, which the environment runs itself; the episode then gives `guide`, what the code can
@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from amd.errors import AmdError
-from amd.trajectory import TrajectoryRecord
+from amd.core.errors import AmdError
+from amd.core.trajectory import TrajectoryRecord
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
 

@@ -27,10 +27,10 @@ from typing import Any
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
 from amd.benchmarks.bfcl_calls import parse_call, read_call
-from amd.errors import AmdError, did_you_mean
-from amd.files import sha256_file
-from amd.paths import cache_dir
-from amd.trajectory import TrajectoryRecord
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.files import sha256_file
+from amd.core.paths import cache_dir
+from amd.core.trajectory import TrajectoryRecord
 
 CATEGORY = "multi_turn_base"
 HARNESSES = ("amd", "official")  # option harness: amd's caps (paper's 40-step task cap), or bfcl-eval's own loop

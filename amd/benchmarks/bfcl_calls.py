@@ -82,7 +82,7 @@ def parameter_names(doc: dict) -> list[str]:
 
 def _doc_for(name: str, docs: dict[str, dict]) -> dict:
     if name not in docs:
-        from amd.errors import did_you_mean
+        from amd.core.errors import did_you_mean
 
         raise CallRejected(f"unknown function {name!r}{did_you_mean(name, docs)}; "
                            f"available: {', '.join(sorted(docs))}")
@@ -96,7 +96,7 @@ def _bind(name: str, doc: dict, positional: list, keywords: list[tuple[str, obje
     kwargs = dict(zip(params, positional, strict=False))  # fewer positionals than parameters is fine
     for key, value in keywords:
         if key not in params:
-            from amd.errors import did_you_mean
+            from amd.core.errors import did_you_mean
 
             raise CallRejected(f"{name} has no parameter {key!r}{did_you_mean(key, params)}; "
                                f"parameters: {', '.join(params) or 'none'}")

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 MODES = ("bwrap", "namespaces", "none")  # strongest first
 MODE_VARIABLE = "AMD_CONFINEMENT"

@@ -45,8 +45,8 @@ from amd.benchmarks.base import (
 )
 from amd.benchmarks.bfcl_calls import read_call
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
-from amd.errors import AmdError, did_you_mean
-from amd.prompts import load_prompt
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.prompts import load_prompt
 
 WORKER = Path(__file__).with_name("toolsandbox_worker.py")
 DEFAULT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-toolsandbox" / "bin" / "python"

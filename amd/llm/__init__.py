@@ -5,7 +5,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.client import ChatModel, resolve_params, sdk_client
 from amd.llm.specs import LOCAL_WEIGHTS, ModelSpec, parse_spec

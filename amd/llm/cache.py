@@ -16,7 +16,7 @@ import json
 import logging
 from pathlib import Path
 
-from amd.files import atomic_file
+from amd.core.files import atomic_file
 
 log = logging.getLogger("amd.llm")
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import openai
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.paths import cache_dir
+from amd.core.vocabulary import PROMPTING
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.cache import ResponseCache, request_key
-from amd.paths import cache_dir
-from amd.vocabulary import PROMPTING
 
 log = logging.getLogger("amd.llm")
 

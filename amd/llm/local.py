@@ -10,11 +10,11 @@ import importlib
 import os
 from pathlib import Path
 
-from amd.errors import AmdError
-from amd.files import atomic_file, sha256_file
+from amd.core.errors import AmdError
+from amd.core.files import atomic_file, sha256_file
+from amd.core.net import free_port, wait_for_models
+from amd.core.paths import cache_dir
 from amd.llm.specs import LocalWeights
-from amd.net import free_port, wait_for_models
-from amd.paths import cache_dir
 
 CHUNK = 8 << 20
 DEFAULT_N_CTX = 32768  # the models' native context: a 40-step BFCL conversation can pass 12k tokens (KV ~0.4 GB at 0.5B)

@@ -14,7 +14,7 @@ with a URL of its own and no `#key=` sends no key: OPENAI_API_KEY only ever goes
 import re
 from dataclasses import dataclass
 
-from amd.errors import AmdError, did_you_mean
+from amd.core.errors import AmdError, did_you_mean
 
 KNOWN_FORMS = ("openai:MODEL, openai:MODEL@https://host/v1, vllm:MODEL@http://host:port/v1 (either with #key=VAR), "
                "local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b")

@@ -25,8 +25,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from amd.errors import AmdError
-from amd.files import sha256_file
+from amd.core.errors import AmdError
+from amd.core.files import sha256_file
 from amd.memory.protocols import NOTHING, SOURCE_FIELDS, Exclusion
 
 BANK_SCHEMA = "amd.memory_bank/2"

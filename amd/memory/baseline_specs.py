@@ -1,10 +1,10 @@
-"""The specs (amd.spec.MethodSpec) of the paper's Table 1 baselines (reasoningbank.py, memp.py, sasm.py): built from
+"""The specs (amd.core.spec.MethodSpec) of the paper's Table 1 baselines (reasoningbank.py, memp.py, sasm.py): built from
 every teacher trajectory (successes and failures, as the AMD authors' release builds them); k as in that release,
 no δ (it has none). `released_for`: the benchmarks for which that release holds the method's code (for ToolSandbox
 and BFCL it has run and build scripts whose modules are missing, so there our settings are carried over: a
 reconstruction); `reconstructed`: what is ours on every benchmark. Both go into the note of table1_main."""
 
-from amd.spec import MemoryType, MethodSpec
+from amd.core.spec import MemoryType, MethodSpec
 
 REASONINGBANK = MethodSpec(
     name="reasoningbank", implementation="amd.memory.reasoningbank:ReasoningBank",

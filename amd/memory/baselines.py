@@ -14,10 +14,10 @@ import re
 from collections import Counter
 from typing import Any
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.prompts import load_prompt
 from amd.memory.placeholders import placeholder_for, scrub_free_text
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 

@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import amd
-from amd.errors import AmdError
-from amd.files import sha256_file
+from amd.core.errors import AmdError
+from amd.core.files import sha256_file
+from amd.core.registry import create_benchmark
+from amd.core.schema import read_run
+from amd.core.spec import parse_options
+from amd.core.trajectory import TrajectoryRecord
+from amd.core.vocabulary import method_spec
 from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
 from amd.memory.writing import open_writer
-from amd.registry import create_benchmark
-from amd.schema import read_run
-from amd.spec import parse_options
-from amd.trajectory import TrajectoryRecord
-from amd.vocabulary import method_spec
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
 

@@ -5,14 +5,14 @@ import json
 import textwrap
 from collections import Counter
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.registry import EMBEDDERS, MEMORY_METHODS
+from amd.core.vocabulary import memory_types
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pool_banks
 from amd.memory.writing import RULES
-from amd.registry import EMBEDDERS, MEMORY_METHODS
-from amd.vocabulary import memory_types
 
 WRITER_DEFAULTS = {"max_tokens": 2048}  # a segmentation of a long trajectory needs more than the 512 of a step
 

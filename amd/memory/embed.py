@@ -6,7 +6,7 @@
     hash:DIM                         test/dev only: a deterministic hashed bag of words; never a default
 
 Vectors are L2-normalized float32. Local and OpenAI vectors are cached in one SQLite file under
-amd.paths.cache_dir("embeddings"), keyed by sha256(embedder spec + text); SQLite's locking (WAL mode) keeps the
+amd.core.paths.cache_dir("embeddings"), keyed by sha256(embedder spec + text); SQLite's locking (WAL mode) keeps the
 cache safe for concurrent processes. The cache heals: a damaged file is set aside and started afresh, a vector of
 the wrong size is a miss and replaced, a failed write is a warning; each is named in a warning.
 """
@@ -23,8 +23,8 @@ import numpy as np
 from filelock import FileLock
 from tqdm import tqdm
 
-from amd.errors import AmdError, did_you_mean
-from amd.paths import cache_dir
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.paths import cache_dir
 
 log = logging.getLogger("amd.memory")
 
@@ -260,8 +260,8 @@ def get_embedder(spec: str) -> Embedder:
 
 
 def _make_embedder(spec: str) -> Embedder:
-    """KIND:REST -> the embedder registered as KIND (amd.registry.EMBEDDERS), given REST."""
-    from amd.registry import EMBEDDERS
+    """KIND:REST -> the embedder registered as KIND (amd.core.registry.EMBEDDERS), given REST."""
+    from amd.core.registry import EMBEDDERS
 
     kind, sep, rest = spec.partition(":")
     if not sep or not rest or kind not in EMBEDDERS.names():

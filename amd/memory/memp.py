@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
+from amd.core.prompts import load_prompt
 from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
@@ -45,11 +46,10 @@ from amd.memory.baselines import (
 from amd.memory.method import BankHooks, injection_records
 from amd.memory.steps import is_error_observation, steps_of
 from amd.memory.writing import json_array_in
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 
-PROCEDURE = "procedure"  # the memory type's name (amd.registry)
+PROCEDURE = "procedure"  # the memory type's name (amd.core.registry)
 MIN_KEYWORDS, MAX_KEYWORDS = 5, 10
 MIN_STEPS, MAX_STEPS = 5, 15
 TASK_TYPE_CHARS = 100  # the release shows the first 100 characters of the source task

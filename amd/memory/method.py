@@ -1,6 +1,6 @@
 """The memory-method interface, the machinery every method shares, and opening a bank for a run.
 
-A method (its spec registered in `amd.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
+A method (its spec registered in `amd.core.registry`, MEMORY_METHODS) builds its bank from *all* records of a run — it decides
 itself which ones to learn from — and at run time offers the hooks of `amd.agent.hooks.MemoryHooks`: task start,
 each user turn, after an error, after each finished episode (and at the start and end of the run, for methods
 that update memory online: `amd.memory.online`). `BankHooks` gives a method the protocols (never an entry of the
@@ -17,15 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amd.agent.hooks import MemoryHooks, TaskContext
 from amd.benchmarks.base import Benchmark
-from amd.errors import AmdError
-from amd.memory.bank import Bank, BankContents, load_bank, rebuild_hint
-from amd.memory.embed import get_embedder
-from amd.memory.pool import pooled_view
-from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
-from amd.registry import load_target
-from amd.spec import OptionValue, parse_options
-from amd.trajectory import TrajectoryRecord
-from amd.vocabulary import (
+from amd.core.errors import AmdError
+from amd.core.registry import load_target
+from amd.core.spec import OptionValue, parse_options
+from amd.core.trajectory import TrajectoryRecord
+from amd.core.vocabulary import (
     CROSS_SPLITS,
     EXCLUSION_UNITS,
     PREFER_TEACHER,
@@ -36,6 +32,10 @@ from amd.vocabulary import (
     memory_type,
     method_spec,
 )
+from amd.memory.bank import Bank, BankContents, load_bank, rebuild_hint
+from amd.memory.embed import get_embedder
+from amd.memory.pool import pooled_view
+from amd.memory.protocols import Exclusion, exclusion, memory_side, unit_field
 
 if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
     from amd.llm.base import Chat

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from amd.errors import AmdError
-from amd.files import atomic_file
+from amd.core.errors import AmdError
+from amd.core.files import atomic_file
+from amd.core.schema import drop_truncated_tail
 from amd.memory.bank import Bank, flat_index
 from amd.memory.protocols import NOTHING, Exclusion
-from amd.schema import drop_truncated_tail
 
 HISTORY_SCHEMA = "amd.online_history/1"
 

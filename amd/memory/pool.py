@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import amd
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, load_bank, write_bank
 
 DEDUP_RULE = ("per task, the entries of one teacher: the first in the priority order (the pool's, the preferred "

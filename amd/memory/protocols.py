@@ -1,4 +1,4 @@
-"""Leakage protocols for retrieval (paper Appendix B.3). Each has an exclusion unit (amd.vocabulary
+"""Leakage protocols for retrieval (paper Appendix B.3). Each has an exclusion unit (amd.core.vocabulary
 EXCLUSION_UNITS): what a task never retrieves memory from. A *group* is a scenario and its variants (a benchmark's
 `task_group`, e.g. AppWorld's xxxxxxx_1/_2/_3); a group-level protocol never separates a group's tasks. A *task*-level
 protocol, the paper's, only keeps a task from its own memory: its siblings' memory stays retrievable.
@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from amd.errors import AmdError
-from amd.vocabulary import EXCLUSION_UNITS, GROUP, TASK
+from amd.core.errors import AmdError
+from amd.core.vocabulary import EXCLUSION_UNITS, GROUP, TASK
 
 MEMORY_FRACTION = 0.7
 SOURCE_FIELDS = {GROUP: "source_group", TASK: "source_task_id"}  # the entry field naming its source unit

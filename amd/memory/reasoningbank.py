@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any
 
 from amd.agent.hooks import Injection, TaskContext
+from amd.core.prompts import load_prompt
 from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
@@ -37,11 +38,10 @@ from amd.memory.baselines import (
 )
 from amd.memory.method import BankHooks, injection_records
 from amd.memory.steps import is_error_observation, qualified_name, steps_of
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 
-REASONING = "reasoning"  # the memory type's name (amd.registry)
+REASONING = "reasoning"  # the memory type's name (amd.core.registry)
 MAX_ITEMS = 3
 FIELDS = ("title", "description", "content")
 _SECTION = re.compile(r"^\s*#{2,}\s*(title|description|content)\b\s*:?\s*(.*)$", re.IGNORECASE)

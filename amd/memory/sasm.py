@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
+from amd.core.prompts import load_prompt
 from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
@@ -49,11 +50,10 @@ from amd.memory.baselines import (
 from amd.memory.method import BankHooks, injection_records, query_record
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, steps_of
 from amd.memory.writing import json_array_in
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 
-STAGE = "stage"  # the memory type's name (amd.registry)
+STAGE = "stage"  # the memory type's name (amd.core.registry)
 STAGES = ("explore", "authenticate", "query", "execute", "verify")
 MIN_SEGMENTS, MAX_SEGMENTS = 3, 7
 MIN_BULLETS, MAX_BULLETS = 3, 8

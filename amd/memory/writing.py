@@ -5,7 +5,7 @@ Also the reader every method uses for JSON in a model's answer."""
 import json
 import re
 
-from amd.registry import WRITERS
+from amd.core.registry import WRITERS
 
 RULES = "rules"
 

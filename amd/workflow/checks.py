@@ -3,10 +3,10 @@ defined, writers have a model, teacher pools and probe sets make sense, every mo
 the config's name is its own."""
 
 from amd.analysis import layout
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.registry import BENCHMARKS
+from amd.core.vocabulary import ZERO_SHOT, method_spec
 from amd.llm.specs import MODEL_KINDS, parse_spec
-from amd.registry import BENCHMARKS
-from amd.vocabulary import ZERO_SHOT, method_spec
 from amd.workflow.config import ConfigError
 
 SELF_TEACHER = "self"  # a student distilling its own trajectories (the paper's Student Memory)

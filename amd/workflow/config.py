@@ -5,7 +5,7 @@ registries), and checking a config with it.
 the --configfile files give a `name` of their own, then those files. `config.schema.yaml` holds the structure; the
 names that plug-ins add (benchmarks, memory methods and their configs, types and run options, protocols, outputs,
 agent/writer/embedder spec kinds) and the sections of the methods' settings are filled in here when it is loaded, so
-the schema can never disagree with `amd.vocabulary` or `amd.registry`.
+the schema can never disagree with `amd.core.vocabulary` or `amd.core.registry`.
 """
 
 import copy
@@ -19,9 +19,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from amd.llm.specs import MODEL_KINDS
-from amd.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
-from amd.vocabulary import (
+from amd.core.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
+from amd.core.vocabulary import (
     PREFER_TEACHER,
     PROMPTING,
     PROTOCOLS,
@@ -30,6 +29,7 @@ from amd.vocabulary import (
     memory_types,
     method_specs,
 )
+from amd.llm.specs import MODEL_KINDS
 
 CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
 BASE_FILE = "base.yaml"  # what every config starts from

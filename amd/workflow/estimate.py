@@ -27,8 +27,8 @@ from typing import Any
 import pandas as pd
 
 from amd.analysis.runs import model_name
-from amd.errors import AmdError
-from amd.vocabulary import ZERO_SHOT
+from amd.core.errors import AmdError
+from amd.core.vocabulary import ZERO_SHOT
 from amd.workflow.jobs import Job, TaskPools, grid_jobs
 from amd.workflow.serving import ServingModel, Work
 

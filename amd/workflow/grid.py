@@ -12,8 +12,8 @@ import os
 import sys
 
 from amd.analysis import layout
-from amd.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
-from amd.vocabulary import (
+from amd.core.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
+from amd.core.vocabulary import (
     CROSS_SPLITS,
     PREFER_TEACHER,
     ZERO_SHOT,

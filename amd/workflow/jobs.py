@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from amd.analysis import layout
-from amd.errors import AmdError
-from amd.vocabulary import CROSS_SPLITS, ZERO_SHOT
+from amd.core.errors import AmdError
+from amd.core.vocabulary import CROSS_SPLITS, ZERO_SHOT
 
 
 @dataclass
@@ -43,7 +43,7 @@ class TaskPools:
         return self._listings[key]
 
     def _list(self, benchmark: str, options: dict) -> list[str] | None:
-        from amd.registry import create_benchmark
+        from amd.core.registry import create_benchmark
 
         try:
             opened = create_benchmark(benchmark, **options)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from amd.analysis import layout
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.workflow.config import (
     BASE_FILE,
     CONFIG_DIR,

@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass
 
 from amd.analysis import layout
-from amd.vocabulary import memory_config
+from amd.core.vocabulary import memory_config
 
 DEFAULT_MAX_IN_FLIGHT = 64  # requests in flight per server where `serve.max_in_flight` is not given
 WRITER_CONCURRENCY = 4  # `amd memory build --writer-concurrency` (its default; the workflow does not set it)

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from amd.cli import build_parser
-from amd.registry import BENCHMARKS
+from amd.core.registry import BENCHMARKS
 
 
 def trajectory(task_id, benchmark, spec, memory, success):

@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from amd.core.prompts import load_prompt
 from amd.memory.amd.spec import MAX_DECOMPOSE_SAMPLES
 from amd.memory.writing import json_array_in
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 MAX_LABELS = 6

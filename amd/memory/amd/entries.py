@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amd.benchmarks.base import Benchmark
+from amd.core.prompts import benchmark_prompt
+from amd.core.spec import OptionValue, parse_options
 from amd.memory.amd import writers
 from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.placeholders import audit_insight
@@ -25,8 +27,6 @@ from amd.memory.steps import (
     render_steps_prose,
     steps_of,
 )
-from amd.prompts import benchmark_prompt
-from amd.spec import OptionValue, parse_options
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)
@@ -48,7 +48,7 @@ class BuildSettings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, OptionValue]) -> "BuildSettings":
-        """The settings of the build options given, parsed (amd.spec.parse_options)."""
+        """The settings of the build options given, parsed (amd.core.spec.parse_options)."""
         return cls(str(options.get("prompts", cls.prompts)), str(options.get("insights", cls.insights)),
                    int(options.get("observation_chars", cls.observation_chars)), str(options.get("audit", cls.audit)))
 

@@ -3,7 +3,7 @@ opens frozen hooks (`retrieval.py`) or, with the run option `online`, hooks whos
 
 from collections import Counter
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 from amd.memory.amd.entries import BuildSettings, build_entries, successful
 from amd.memory.amd.render import check_representation, parse_representation
 from amd.memory.amd.retrieval import AmdHooks

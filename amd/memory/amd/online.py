@@ -17,13 +17,13 @@ import logging
 from typing import Any
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.vocabulary import SHARED
 from amd.memory.amd.entries import BuildSettings, build_entries
 from amd.memory.amd.retrieval import AmdHooks
 from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
 from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
-from amd.vocabulary import SHARED
 
 log = logging.getLogger("amd.memory")
 STUDENT = "student"

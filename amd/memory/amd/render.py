@@ -12,10 +12,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.prompts import load_prompt
 from amd.memory.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 from amd.memory.steps import one_line
-from amd.prompts import load_prompt
 
 SIGNATURE = "signature"
 FORMS = {t.name: (*REPRESENTATIONS, SIGNATURE) if t.name == "function" else REPRESENTATIONS for t in AMD_TYPES}

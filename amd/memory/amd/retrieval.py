@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
-from amd.errors import AmdError
+from amd.core.errors import AmdError
+from amd.core.prompts import benchmark_prompt
+from amd.core.trajectory import recorded
 from amd.memory.amd.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd.render import check_representation, parse_representation, render_block
 from amd.memory.amd.spec import RECORD_DEFAULTS, RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records, query_record
-from amd.prompts import benchmark_prompt
-from amd.trajectory import recorded
 
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message

@@ -1,9 +1,9 @@
-"""AMD's spec (amd.spec.MethodSpec): its three memory types, its named configs (the paper's and the variants beyond
+"""AMD's spec (amd.core.spec.MethodSpec): its three memory types, its named configs (the paper's and the variants beyond
 it), its build and run options, and its own tables. Imports nothing heavy: every layer reads it."""
 
 from typing import Any
 
-from amd.spec import Config, MemoryType, MethodSpec, Option, Setting
+from amd.core.spec import Config, MemoryType, MethodSpec, Option, Setting
 
 # The paper's three memories (Section 3.2). δ: the authors' values for text-embedding-3-small (their release).
 WORKFLOW = MemoryType("wf", "workflow", embedded="query", lookup="vector", default_k=1, default_delta=0.30)

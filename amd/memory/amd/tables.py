@@ -11,8 +11,8 @@ from amd.analysis.cells import SUCCESS, aggregate, student_runs, teacher_models
 from amd.analysis.paired import paired_as, variant_cell, variant_runs
 from amd.analysis.reference import load_reference
 from amd.analysis.tables import paper_value, settings_of
+from amd.core.vocabulary import memory_config
 from amd.memory.amd.render import parse_representation
-from amd.vocabulary import memory_config
 
 
 def detail_columns(records: list[dict]) -> dict:

@@ -11,10 +11,10 @@ import logging
 import re
 from typing import Any
 
+from amd.core.prompts import load_prompt
 from amd.memory.placeholders import MAX_INSIGHT_WORDS, placeholder_for, scrub_free_text
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
 from amd.memory.writing import json_array_in, strip_fences
-from amd.prompts import load_prompt
 
 log = logging.getLogger("amd.memory")
 

@@ -1,8 +1,8 @@
 """The words every layer shares, defined once: memory types, memory configs and options (from the registered
 methods' specs), protocols, tables and figures.
 
-A memory method brings its types, configs and options in its spec (`amd.spec.MethodSpec`, registered in
-`amd.registry`); the functions below collect them. The command line, the config schema (`amd.workflow.config`), the
+A memory method brings its types, configs and options in its spec (`amd.core.spec.MethodSpec`, registered in
+`amd.core.registry`); the functions below collect them. The command line, the config schema (`amd.workflow.config`), the
 Snakemake rules and the analysis take their choices from this module, and none of them names a method's words.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from amd.errors import AmdError, did_you_mean
-from amd.registry import MEMORY_METHODS, OUTPUTS
-from amd.spec import MemoryType, MethodSpec, Option, Setting
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.registry import MEMORY_METHODS, OUTPUTS
+from amd.core.spec import MemoryType, MethodSpec, Option, Setting
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ PREFER_TEACHER = "prefer_teacher"
 # How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
 PROMPTING = ("amd", "official", "json")
-# The agent's params recorded only where they differ from these (amd run --prompting, --think; amd.trajectory.recorded):
+# The agent's params recorded only where they differ from these (amd run --prompting, --think; amd.core.trajectory.recorded):
 # the runs made before the options existed hold none of them.
 AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": PROMPTING[0], "think": False}
 
@@ -57,7 +57,7 @@ CROSS_SPLITS = (CROSS_SPLIT, CROSS_SPLIT_TASK)
 def method_spec(name: str) -> MethodSpec:
     spec = MEMORY_METHODS.load(name)
     if spec.name != name:
-        raise AmdError(f"memory method {name!r}: its registry entry must name its spec (amd.spec.MethodSpec of that "
+        raise AmdError(f"memory method {name!r}: its registry entry must name its spec (amd.core.spec.MethodSpec of that "
                        f"name), got {spec!r}")
     return spec
 

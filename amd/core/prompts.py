@@ -7,7 +7,7 @@ checkout's files and a wheel carries them as package data.
 from functools import cache
 from importlib.resources import files
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 TEMPLATES = files("amd.prompt_templates")
 

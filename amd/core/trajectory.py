@@ -1,12 +1,12 @@
-"""The trajectory record as Python types, mirroring `amd/trajectory.schema.json` field for field (the schema is
+"""The trajectory record as Python types, mirroring `amd/core/trajectory.schema.json` field for field (the schema is
 what is enforced; tests/test_trajectory_types.py keeps the two in step), and how records of older files are read.
-Read and write records with amd.schema.
+Read and write records with amd.core.schema.
 
 Versions: a record names its schema (`SCHEMA_NAME`); a change that older readers could not read gets a new name, and
 `upgrade` then migrates records of the older one. Within a version, fields were added over time; a file written
 before a field existed leaves it out, and `upgrade` fills in what its absence means (`FILLED_WHEN_ABSENT`), so
 whoever reads a record sees every such field. A run's settings (the agent's params, a memory method's fields) are
-recorded only where they differ from their declared defaults (amd.vocabulary's `AGENT_PARAM_DEFAULTS`, a method
+recorded only where they differ from their declared defaults (amd.core.vocabulary's `AGENT_PARAM_DEFAULTS`, a method
 spec's `record_defaults`): `recorded` leaves defaults out, so a file written before a setting existed and one written
 after are the same run (`same_setting`), and files stay as they always were.
 """
@@ -24,7 +24,7 @@ class DataVersion(TypedDict):
 
 class AgentInfo(TypedDict):
     spec: str
-    kind: str  # the registered agent (amd.registry AGENTS): model, oracle, ...
+    kind: str  # the registered agent (amd.core.registry AGENTS): model, oracle, ...
     model: NotRequired[str | None]
     params: NotRequired[dict[str, Any]]
 
@@ -42,7 +42,7 @@ class MemoryInfo(TypedDict):  # plus the method's own run options and the fields
 
 
 class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (record_fields)
-    type: str  # a memory type's name (amd.vocabulary)
+    type: str  # a memory type's name (amd.core.vocabulary)
     entry_id: str
     source_task_id: str  # the leakage audit
     source_group: NotRequired[str]  # that task's group
@@ -138,7 +138,7 @@ TrajectoryRecord = TypedDict("TrajectoryRecord", {  # one task of one run: one l
     "user_calls": NotRequired[UserCalls],  # a simulated user's model (ToolSandbox)
     "wall_time_s": float,
 })  # functional form: `schema` would shadow a TypedDict class attribute
-TrajectoryRecord.__doc__ = """One finished task of one run, one line of a run's JSONL file (amd/trajectory.schema.json says what each field
+TrajectoryRecord.__doc__ = """One finished task of one run, one line of a run's JSONL file (amd/core/trajectory.schema.json says what each field
 means): what a benchmark's `rescore` and a method's `build` read."""
 
 
@@ -158,11 +158,11 @@ FILLED_WHEN_ABSENT: tuple[Callable[[dict[str, Any]], None], ...] = (_task_group,
 
 
 def upgrade(record: dict[str, Any]) -> TrajectoryRecord:
-    """A valid record (amd.schema.validate) as whoever reads it expects it: the fields added to its version since it
+    """A valid record (amd.core.schema.validate) as whoever reads it expects it: the fields added to its version since it
     was written filled in, by what their absence means. Changes `record` in place and returns it."""
     for fill in FILLED_WHEN_ABSENT:
         fill(record)
-    return record  # type: ignore[return-value]  # valid (amd.schema.validate) and filled: a TrajectoryRecord
+    return record  # type: ignore[return-value]  # valid (amd.core.schema.validate) and filled: a TrajectoryRecord
 
 
 def recorded(setting: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

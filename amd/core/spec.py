@@ -1,8 +1,8 @@
 """What a memory method declares about itself, beside its code: its `MethodSpec`.
 
 A spec is a small module-level constant (amd/memory/amd/spec.py is AMD's) that imports nothing heavy, so listing
-every method's types, configs and options costs no import of the methods themselves. `amd.registry` names each
-spec (or an installed package declares it under the entry point group `amd.memory_methods`); `amd.vocabulary`
+every method's types, configs and options costs no import of the methods themselves. `amd.core.registry` names each
+spec (or an installed package declares it under the entry point group `amd.memory_methods`); `amd.core.vocabulary`
 collects them, and the command line, the config schema, the workflow and the analysis ask them instead of naming
 a method, an option or a config.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 KINDS = ("bool", "int", "number", "text")
 
@@ -164,7 +164,7 @@ class Config:
 
 @dataclass(frozen=True, eq=False)  # one spec is one object: compared and hashed by identity
 class MethodSpec:
-    """What a memory method declares about itself: the entry of `amd.registry.MEMORY_METHODS` (or of the entry point
+    """What a memory method declares about itself: the entry of `amd.core.registry.MEMORY_METHODS` (or of the entry point
     group `amd.memory_methods`), read without importing the method."""
 
     name: str
@@ -184,7 +184,7 @@ class MethodSpec:
     detail_columns: str | None = None  # "module:function": a run's records -> the columns its tables read
     # What its runs add to the trajectory record, as JSON schema properties: {"memory": {...}, "injection": {...}}
     record_fields: Mapping[str, Mapping[str, dict[str, Any]]] = field(default_factory=dict)
-    # Fields of the record's `memory` its hooks' `describe` leaves out where they hold these values (amd.trajectory:
+    # Fields of the record's `memory` its hooks' `describe` leaves out where they hold these values (amd.core.trajectory:
     # `recorded`), so the runs made before a field existed are the same run as those after it
     record_defaults: Mapping[str, Any] = field(default_factory=dict)
     # "module:function"s for what a run holds beside its records (e.g. an online run's history): run_usage(records,

@@ -1,6 +1,6 @@
 """The trajectory record: one JSON object per task, one JSONL file per run.
 
-The schema itself, with every field described, is `amd/trajectory.schema.json`, completed with the fields memory
+The schema itself, with every field described, is `amd/core/trajectory.schema.json`, completed with the fields memory
 methods add to it (their specs' `record_fields`); this module reads, validates and writes it. Writes are durable (flush + fsync per record) so a crash never loses a finished task.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import jsonschema
 
-from amd.errors import AmdError
-from amd.files import atomic_file
-from amd.trajectory import TrajectoryRecord, upgrade
+from amd.core.errors import AmdError
+from amd.core.files import atomic_file
+from amd.core.trajectory import TrajectoryRecord, upgrade
 
 
 @lru_cache(maxsize=1)
@@ -25,7 +25,7 @@ def _validator():
 def trajectory_schema() -> dict:
     """The trajectory schema with what each registered memory method adds to the memory setting and to injection
     records."""
-    from amd.vocabulary import method_specs
+    from amd.core.vocabulary import method_specs
 
     schema = json.loads((Path(__file__).parent / "trajectory.schema.json").read_text())
     places = {"memory": schema["properties"]["memory"], "injection": schema["$defs"]["injection"]}
@@ -48,7 +48,7 @@ def validate(record: dict, where: str = "record") -> dict:
 
 
 def read_trajectories(path) -> list[TrajectoryRecord]:
-    """Read and validate every record of a run file, each as the current version reads it (amd.trajectory.upgrade:
+    """Read and validate every record of a run file, each as the current version reads it (amd.core.trajectory.upgrade:
     an older file's records gain the fields added since, the file itself is left as it is); a bad line is an error
     naming the file and line number.
     (A run killed mid-write leaves a partial last line; the runner cuts it with `drop_truncated_tail` first.)"""

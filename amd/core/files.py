@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from amd.errors import AmdError
+from amd.core.errors import AmdError
 
 CHUNK = 8 << 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # an OSError that says the disk (or the user's quota) is full

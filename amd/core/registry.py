@@ -4,7 +4,7 @@ nothing and an unused plug-in costs nothing. A misspelt name gets "did you mean"
 To add a benchmark, a memory method, an agent, an embedder or an output (table or figure), write its module and
 add one line here, or let an installed package declare it under the registry's entry point group (below, e.g.
 `amd.memory_methods`), so that a plug-in can live outside this tree. A memory method's entry is its spec
-(`amd.spec.MethodSpec`, a small module beside the method): its types, configs, options and tables, read without
+(`amd.core.spec.MethodSpec`, a small module beside the method): its types, configs, options and tables, read without
 importing the method.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from amd.errors import AmdError, did_you_mean
-from amd.spec import MethodSpec
+from amd.core.errors import AmdError, did_you_mean
+from amd.core.spec import MethodSpec
 
 if TYPE_CHECKING:  # types only: the plug-ins' layers sit above this module
     from amd.agent.base import Agent
@@ -119,7 +119,7 @@ AGENTS: Registry[type["Agent"]] = Registry("agent", check=lambda found: isinstan
 AGENTS.add("model", "amd.agent.agents:ModelAgent")
 AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 
-# Each entry is the method's spec (amd.spec.MethodSpec): its memory types, named configs (a config with options is a
+# Each entry is the method's spec (amd.core.spec.MethodSpec): its memory types, named configs (a config with options is a
 # variant of its method), build and run options, its tables; `zero_shot` is built in.
 MEMORY_METHODS: Registry[MethodSpec] = Registry("memory method", groups={"amd.memory_methods": {}},
                                                 check=lambda found: isinstance(found, MethodSpec),
