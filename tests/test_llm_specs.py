@@ -25,7 +25,8 @@ def test_qwen3_detection_ignores_case():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("gpt-4o", "unknown model spec 'gpt-4o'; known forms: openai:MODEL"),
+    ("gpt-4o", ("unknown model spec 'gpt-4o'; known forms: oracle (an agent that replays the ground truth, no model), "
+                "rules (a memory writer, no model), openai:MODEL")),
     ("anthropic:claude", "unknown model spec 'anthropic:claude'"),
     ("openai:", "unknown model spec 'openai:'"),
     ("vllm:Qwen/Qwen3-8B", "needs the form vllm:MODEL@http://host:port/v1"),

@@ -213,7 +213,7 @@ def test_a_bad_value_is_rejected_before_any_job_naming_the_key(workdir):
     result = snakemake(where, env, "all", "--cores", "2", "--configfile", bad, check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "config: defaults.protocol: 'leaky' is not one of" in output
+    assert "config: defaults.protocol: 'leaky' is not a known protocol" in output
     assert not (where / "amd_calls.jsonl").exists()
     unknown = overlay(where, "unknown.yaml", {"experiments": {"ablation": {"students": ["nobody"]}}})
     result = snakemake(where, env, "-n", "all", "--cores", "2", "--configfile", unknown, check=False)

@@ -44,7 +44,7 @@ def minimal_config(**experiment) -> dict:
 def test_a_config_may_name_every_registered_memory_config_and_nothing_else():
     for name in memory_configs():
         validate_config(minimal_config(memory_configs=[name]))
-    with pytest.raises(ConfigError, match=r"experiments\.probe_me\.memory_configs\.0: 'wf_st_fnn' is not one of"):
+    with pytest.raises(ConfigError, match=r"experiments\.probe_me\.memory_configs\.0: 'wf_st_fnn' is not a known memory config \(did you mean 'wf_st_fn'\?\)"):
         validate_config(minimal_config(memory_configs=["wf_st_fnn"]))
     with pytest.raises(ConfigError, match=r"experiments\.probe_me\.outputs\.0"):
         validate_config(minimal_config(outputs=["table9"]))
@@ -82,11 +82,11 @@ def test_a_config_outside_its_bounds_or_choices_is_rejected():
         for name, option in spec.run_options.items():
             if option.minimum is not None:
                 config["defaults"]["memory_options"] = {spec.name: {name: option.minimum - 1}}
-                with pytest.raises(ConfigError, match=rf"memory_options\.{spec.name}\.{name}: .* less than"):
+                with pytest.raises(ConfigError, match=rf"memory_options\.{spec.name}\.{name}: .* below the smallest"):
                     validate_config(config)
             if option.choices:
                 config["defaults"]["memory_options"] = {spec.name: {name: "no such choice"}}
-                with pytest.raises(ConfigError, match=rf"memory_options\.{spec.name}\.{name}: .* not one of"):
+                with pytest.raises(ConfigError, match=rf"memory_options\.{spec.name}\.{name}: .* not one of the choices"):
                     validate_config(config)
 
 

@@ -87,7 +87,29 @@ def test_a_null_removes_what_a_key_inherited_and_keeps_its_meaning_where_null_is
     assert grid.config["benchmarks"]["agentdojo"]["teacher_tasks"] is None  # every task
     assert "main" not in grid_of(PAPER, {"experiments": {"main": None}}).config["experiments"]
     # a null where the key is required is refused like a missing key
-    assert refusal({"defaults": {"teacher": None}}) == "config: defaults: 'teacher' is a required property"
+    assert refusal({"defaults": {"teacher": None}}) == "config: defaults: 'teacher' is missing (required here)"
+
+
+@pytest.mark.parametrize("overlay, message", [
+    ({"defaults": {"protocol": "self_exclude"}},
+     ("config: defaults.protocol: 'self_exclude' is not a known protocol (did you mean 'self_excluded'?); known: "
+     "self_excluded,")),
+    ({"run": {"concurency": 2}},
+     "config: run: 'concurency' is not a key here (did you mean 'concurrency'?); keys here: max_steps_per_turn,"),
+    ({"students": {"qwen15": {"spec": "vlm:Qwen/Qwen3-4B"}}},
+     ("config: students.qwen15.spec: 'vlm:Qwen/Qwen3-4B' is not an agent spec (did you mean 'vllm:'?); its forms: "
+     "oracle, openai:MODEL,")),
+    ({"writers": {"rules": {"spec": "rule"}}}, ("config: writers.rules.spec: 'rule' is not a writer spec (did you "
+     "mean 'rules'?); its forms: rules, openai:MODEL,")),
+    ({"defaults": {"k": {"wff": 2}}}, "config: defaults.k: 'wff' is not a known memory type code (did you mean 'wf'?)"),
+    ({"run": {"concurrency": "two"}}, "config: run.concurrency: 'two' should be a whole number"),
+    ({"run": {"temperature": 3}}, "config: run.temperature: 3 is above the largest allowed value, 2"),
+    ({"teachers": {"a b": {"spec": "oracle"}}}, "config: teachers: 'a b' is not a valid name: letters, digits and _"),
+])
+def test_a_config_error_is_a_sentence_naming_the_key_with_a_did_you_mean(overlay, message):
+    refused = refusal(overlay)
+    assert refused.startswith(message), refused
+    assert not any(mark in refused for mark in ("^", "(?:", "$'", "Additional properties", "is not one of ["))
 
 
 @pytest.mark.parametrize("name", ["tables", "logs", "bfcl"])

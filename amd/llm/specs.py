@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from amd.core.errors import AmdError, did_you_mean
 
-KNOWN_FORMS = ("openai:MODEL, openai:MODEL@https://host/v1, vllm:MODEL@http://host:port/v1 (either with #key=VAR), "
-               "local:qwen2.5-coder-0.5b, local:qwen2.5-coder-1.5b")
 MODEL_KINDS = ("openai", "vllm", "local")
 KEY_SUFFIX = re.compile(r"^key=([A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -85,12 +83,21 @@ class ModelSpec:
         return f"{self.kind}:{self.model}"
 
 
+# Every form a spec may take, for the errors that list them: the model-free names first (an agent that replays the
+# ground truth, a memory writer of templates), then the models.
+MODEL_FORMS = ("openai:MODEL", "openai:MODEL@https://host/v1", "vllm:MODEL@http://host:port/v1",
+               "vllm:MODEL with `serve` in a config", *(f"local:{name}" for name in LOCAL_WEIGHTS))
+KNOWN_FORMS = ("oracle (an agent that replays the ground truth, no model), rules (a memory writer, no model), "
+               + ", ".join(MODEL_FORMS) + " (an openai: or vllm: spec may end in #key=VAR)")
+SPEC_KINDS = ("oracle", "rules", *(f"{kind}:" for kind in MODEL_KINDS))
+
+
 def parse_spec(spec: str, served: bool = False) -> ModelSpec:
     """The parts of a spec. `served`: a spec the workflow serves itself (`serve` in the config), vllm:MODEL alone,
     whose URL the workflow fills in when its server is up."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest.strip() or kind not in MODEL_KINDS:
-        raise AmdError(f"unknown model spec {spec!r}; known forms: {KNOWN_FORMS}")
+        raise AmdError(f"unknown model spec {spec!r}{did_you_mean(spec, SPEC_KINDS)}; known forms: {KNOWN_FORMS}")
     if kind == "local":
         if rest not in LOCAL_WEIGHTS:
             raise AmdError(f"unknown local model {rest!r}{did_you_mean(rest, LOCAL_WEIGHTS)}; known: "

@@ -29,7 +29,8 @@ from amd.core.vocabulary import (
     memory_types,
     method_specs,
 )
-from amd.llm.specs import MODEL_KINDS
+from amd.llm.specs import MODEL_FORMS, MODEL_KINDS
+from amd.workflow.config_errors import in_words
 
 CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
 BASE_FILE = "base.yaml"  # what every config starts from
@@ -87,8 +88,11 @@ def config_schema() -> dict:
     defs["prompting"]["enum"] = list(PROMPTING)
     defs["output"]["enum"] = OUTPUTS.names()
     defs["agent_spec"]["pattern"] = rf"^(?:{_alternatives(model_free)}|{model})$"
+    defs["agent_spec"]["forms"] = [*model_free, *MODEL_FORMS]
     defs["writer_spec"]["pattern"] = rf"^(?:rules|{model})$"
+    defs["writer_spec"]["forms"] = ["rules", *MODEL_FORMS]
     defs["embedder_spec"]["pattern"] = rf"^(?:{_alternatives(EMBEDDERS.names())}):.+$"
+    defs["embedder_spec"]["forms"] = [f"{kind}:NAME" for kind in EMBEDDERS.names()]
     _add_memory_options(schema["properties"]["defaults"]["properties"]["memory_options"])
     _add_benchmark_harness(schema)
     _add_variant_options(schema)
@@ -159,11 +163,11 @@ def without_nulls(config: dict) -> dict:
 
 
 def validate_config(config: dict) -> None:
-    """Raise ConfigError naming the key of the most relevant schema violation."""
+    """Raise ConfigError naming the key of the most relevant schema violation, in words (config_errors)."""
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(config_schema()).iter_errors(config))
     if error is not None:
-        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise ConfigError(f"config: {where}: {error.message}")
+        where = ".".join(str(part) for part in error.absolute_path)
+        raise ConfigError(f"config: {where + ': ' if where else ''}{in_words(error)}")
 
 
 def merge_configs(base: dict, over: dict) -> dict:
