@@ -104,8 +104,8 @@ def test_an_output_the_config_cannot_make_is_refused_before_any_job_naming_who_c
 
 def test_a_registered_output_no_config_makes_is_refused_with_what_to_add(tmp_path):
     assert makers_of("fig3_steps", REPO / "config") == [
-        (str(REPO / "config/config.yaml"), "ablation", None), (str(REPO / "config/paper.yaml"), "main_paper", None),
-        (str(REPO / "config/paper.yaml"), "main", None)]
+        (str(REPO / "config/config.yaml"), "ablation", None), (str(REPO / "config/cpu_evidence.yaml"), "ablation", None),
+        (str(REPO / "config/paper.yaml"), "main_paper", None), (str(REPO / "config/paper.yaml"), "main", None)]
     (tmp_path / "config").mkdir()
     assert makers_of("fig3_steps", tmp_path / "config") == []
     message = refusal("no_such_table", "default")

@@ -1,0 +1,64 @@
+"""The CPU-scale evidence experiment (config/cpu_evidence.yaml): its task list and caps follow the rule it states
+(AgentDojo's tasks of its suites less those an agent that does nothing passes; caps every ground truth fits), it is
+built by name only, never by `all`, and planning its outputs plans exactly its runs, apart from the default's."""
+
+import pytest
+import yaml
+from test_pipeline_workflow import REPO, make_workdir, planned_jobs, snakemake
+
+from amd.analysis import layout
+from amd.registry import create_benchmark
+from amd.workflow.config import active_config
+from amd.workflow.grid import Grid
+
+CONFIG = REPO / "config" / "cpu_evidence.yaml"
+EVIDENCE = active_config(yaml.safe_load(CONFIG.read_text()), REPO / "config")
+OUTPUTS = ["table2_ablation", "paired_tasks", "fig3_steps", "online_vs_frozen"]
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return Grid(EVIDENCE)
+
+
+@pytest.fixture(scope="module")
+def episodes(grid):
+    benchmark = create_benchmark("agentdojo", **grid.options("agentdojo"))
+    return {task: benchmark.start(task) for task in benchmark.task_ids()}
+
+
+def test_the_student_tasks_are_the_suites_tasks_less_those_an_idle_agent_passes(grid, episodes):
+    idle_passes = [task for task, episode in episodes.items() if episode.score().details["passes_untouched"]]
+    assert idle_passes == [f"banking/user_task_{n}" for n in (5, 6, 8, 9, 10)]
+    student = grid.tasks("agentdojo", "student", "qwen15_evidence")
+    assert student == [task for task in episodes if task not in idle_passes]
+    assert len(student) >= 50 and grid.tasks("agentdojo", "teacher", "oracle_evidence") is None
+
+
+def test_every_selected_ground_truth_fits_the_step_cap(grid, episodes):
+    settings = grid.run_settings("qwen15_evidence", "agentdojo")
+    for task in grid.tasks("agentdojo", "student", "qwen15_evidence"):
+        turns = episodes[task].reference_turns()
+        assert len(turns) == 1  # one user turn: the per-turn cap is the one that binds
+        assert len(turns[0]) + 1 <= settings["max_steps_per_turn"] <= settings["max_steps"], task
+
+
+def test_it_is_built_by_name_never_by_all(grid):
+    assert grid.all_targets() == []
+    assert set(grid.on_demand()) == {*OUTPUTS, "retrieval_delta"}
+    default = Grid(active_config({}, REPO / "config"))
+    assert not any("evidence" in path for path in default.all_targets())
+
+
+def test_its_outputs_plan_its_runs_under_names_of_their_own(grid, tmp_path):
+    where, env = make_workdir(tmp_path)
+    targets = [path for name in OUTPUTS for path in grid.output_paths(name)]
+    assert all(path.startswith("results/cpu_evidence/") for path in targets)
+    result = snakemake(where, env, "-n", "--cores", "2", *targets, "--configfile", "config/cpu_evidence.yaml")
+    # one oracle run and its bank; zero-shot; wf, wf_st, wf_st_fn and the online run after wf_st_fn
+    assert planned_jobs(result) == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1,
+                                    "run_student_memory": 4, "make_table": 3, "make_figure": 1, "total": 11}
+    runs = {path for name in OUTPUTS for path in grid.output_runs(name)}
+    assert {layout.describe_run(path)["memcfg"] for path in runs if "student-" in path} == {
+        "zero_shot", "wf", "wf_st", "wf_st_fn", "wf_st_fn_online"}
+    assert all("-qwen15_evidence/" in path or "-oracle_evidence/" in path for path in runs)
