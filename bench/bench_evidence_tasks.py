@@ -16,9 +16,9 @@ import math
 import urllib.request
 from pathlib import Path
 
+from amd.core.registry import create_benchmark
 from amd.llm.local import LocalServer, gguf_path
 from amd.llm.specs import LOCAL_WEIGHTS
-from amd.registry import create_benchmark
 from amd.workflow.config import active_config, read_config
 from amd.workflow.grid import Grid
 
