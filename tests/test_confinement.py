@@ -1,7 +1,7 @@
 """Benchmark processes are confined (amd.benchmarks.processes): a hostile program started the way AppWorld's servers
 and ToolSandbox's workers are started (tests/confinement_probe.py) tries to reach what a model step must not.
 
-Each mode is checked against what the README's security section says it confines; a mode the machine cannot give
+Each mode is checked against what the security model (docs/findings/security.md) says it confines; a mode the machine cannot give
 is skipped with the reason (CI installs bubblewrap, so there all three run).
 """
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("confinement_probe.py")
 CANARY = "sk-canary-7f3a9c1e5b2d4086"
 MINIMAL = {"PATH", "LANG", "HOME", "TMPDIR", "PWD", processes.LIFELINE_VARIABLE}  # bwrap sets PWD
-# What each mode confines, as the README's security section states it.
+# What each mode confines, as the security model (docs/findings/security.md) states it.
 CONFINES = {
     "bwrap": {"files": True, "network": True, "processes": True},
     "namespaces": {"files": False, "network": True, "processes": True},
@@ -113,7 +113,7 @@ def test_a_confined_step_gets_no_secret_and_reaches_only_what_its_mode_allows(mo
     if confines["processes"]:  # a fresh /proc: amd and its environment cannot be seen
         assert report["amd_environ"].startswith("refused") and report["processes_seen"] < 10
     else:
-        # what mode none leaves open, as the README says: amd's environment as it started (its keys) can be read
+        # what mode none leaves open, as the security model says: amd's environment as it started (its keys) can be read
         assert not report["amd_environ"].startswith("refused") and "PATH=" in report["amd_environ"]
 
 
