@@ -262,5 +262,27 @@ def trajectory_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-PAGES = {"reference/config.md": config_reference, "reference/cli.md": cli_reference,
+# ---- the package's modules -------------------------------------------------------------------------------------
+
+def module_summaries() -> dict[str, str]:
+    """Every module of amd/ (its path) and the first sentence of its docstring."""
+    summaries = {}
+    for path in sorted((REPO / "amd").rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        first = " ".join(docstring.split("\n\n")[0].split())
+        summaries[path.relative_to(REPO).as_posix()] = first
+    return summaries
+
+
+def modules_reference() -> str:
+    lines = ["# Modules", "",
+             "Every module of the `amd` package and the first paragraph of its docstring, generated from the code. "
+             "Layers run benchmarks → agent → memory → analysis → workflow and the command line, over a small core "
+             "(errors, files, schema, registries) and the model layer; nothing imports upward. A plug-in needs only "
+             "[`amd.api`](api.md).", "", "| module | what it is |", "|---|---|"]
+    lines += [f"| `{path}` | {cell(summary)} |" for path, summary in module_summaries().items()]
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {"reference/config.md": config_reference, "reference/modules.md": modules_reference, "reference/cli.md": cli_reference,
          "reference/paths.md": paths_reference, "reference/trajectory.md": trajectory_reference}

@@ -125,3 +125,13 @@ def test_the_readme_is_short_and_its_links_lead_into_the_site():
     assert links
     for link in links:
         assert (REPO / link).is_file(), link
+
+
+def test_every_file_the_docs_name_exists():
+    """A module moved or renamed without its docs fails here: every `path` in backticks under amd/, tests/, bench/,
+    config/, prompts/, data/, templates/ or profiles/ that the README or a page names is a file or folder."""
+    pages = [REPO / "README.md", REPO / "config/README.md", *(REPO / "docs").rglob("*.md")]
+    pattern = re.compile(r"`((?:amd|tests|bench|config|prompts|data|templates|profiles)/[\w./-]*\w/?)`")
+    missing = {(page.name, path) for page in pages for path in pattern.findall(page.read_text())
+               if not (REPO / path).exists()}
+    assert not missing

@@ -1,5 +1,5 @@
-"""What every table and figure reports beside a success rate, in one place (the README's "What a success rate
-carries" says the same).
+"""What every table and figure reports beside a success rate, in one place (docs/results.md, "What a table or
+figure reports beside a rate", says the same).
 
 - **95 % interval**: the Wilson score interval (Wilson 1927) of successes over n task attempts. A cell averaged
   over seeds pools its runs: n = every task attempt of every seed (tasks x seeds), successes likewise. Seeds repeat

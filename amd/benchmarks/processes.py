@@ -90,7 +90,7 @@ def _available_mode(wanted: str) -> str:
         if why is None:
             if reasons:
                 log.warning("benchmark processes run with confinement %r (%s): %s", mode, "; ".join(reasons),
-                            "see the README's security section for what that leaves open")
+                            "see docs/findings/security.md for what that leaves open")
             return mode
         if wanted != "auto":
             raise AmdError(f"{MODE_VARIABLE}={mode} cannot be given here: {why}")

@@ -6,7 +6,8 @@ foreseen), their prompt and completion tokens, US dollars for hosted models (`es
 the agents the workflow serves (`serve:`; amd.workflow.serving, from `estimate.gpu` and `estimate.models`), per job
 on a server of its own and per plan of servers. A figure the config does not give is unknown, never guessed.
 
-A run job's figures, per task, come from the first of these sources that has any (README, "Cost estimate"):
+A run job's figures, per task, come from the first of these sources that has any (docs/guides/beyond-the-paper.md,
+"Cost estimate"):
   run                     the job's own run file: a task finished there costs nothing more (a rerun skips it)
   same model and memory   the grid's other runs of the benchmark by the same model with the same memory config
   same model              ... by the same model, any memory config

@@ -2,7 +2,7 @@
 job (each job starting its own, as `amd serve-run --model` does) and one server per batch of jobs (the workflow's,
 amd.workflow.servers). `amd plan --estimate` prints both.
 
-The model (README, "Run the paper's grid on your hardware"): a server on `g` GPUs streams its weights once per
+The model (docs/paper-grid.md): a server on `g` GPUs streams its weights once per
 engine step and each decoding sequence's KV cache once per token it writes (memory-bound), and spends 2 x params
 FLOPs on each uncached prompt token and each written token (compute-bound); the two add up:
 

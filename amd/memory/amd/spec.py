@@ -49,7 +49,7 @@ RUN_OPTIONS = {
     "online_dedup": Option("number", "online memory: the cosine from which a new entry is a near-duplicate",
                            minimum=0, maximum=1.01),
     "online_decay": Option("number", "online memory: rank lost per net failure", minimum=0, maximum=1),
-    # The paper's and its release's settings (README, The paper's harnesses)
+    # The paper's and its release's settings (docs/findings/harnesses.md)
     "turn_memory": Option("text", "where subtasks retrieved per turn go: after the user message, or in the system "
                           "message in place of the previous turn's (the release's system_replace)",
                           choices=("user", "system")),
