@@ -276,10 +276,10 @@ def module_summaries() -> dict[str, str]:
 
 def modules_reference() -> str:
     lines = ["# Modules", "",
-             "Every module of the `amd` package and the first paragraph of its docstring, generated from the code. "
+             ("Every module of the `amd` package and the first paragraph of its docstring, generated from the code. "
              "Layers run benchmarks → agent → memory → analysis → workflow and the command line, over a small core "
              "(errors, files, schema, registries) and the model layer; nothing imports upward. A plug-in needs only "
-             "[`amd.api`](api.md).", "", "| module | what it is |", "|---|---|"]
+             "[`amd.api`](api.md)."), "", "| module | what it is |", "|---|---|"]
     lines += [f"| `{path}` | {cell(summary)} |" for path, summary in module_summaries().items()]
     return "\n".join(lines) + "\n"
 
