@@ -53,6 +53,9 @@ def test_every_config_key_is_in_the_reference(pages):
     rows = re.findall(r"^\| `([^`]+)` \|", pages["reference/config.md"], flags=re.MULTILINE)
     documented = {part for row in rows for part in row.split(".")}
     assert schema_keys(config_schema()) <= documented
+    undescribed = [path for path, node in gen_reference.config_rows(config_schema())
+                   if not node.get("description") and not re.search(r"\.[A-Z_]+$", path)]
+    assert not undescribed  # every key but an entry of a mapping of names says what it is
     # every key path the shipped configs use has a row, names chosen by the config matched by any placeholder
     patterns = [re.compile("^" + re.sub(r"\\\.[A-Z_]+", r"\\.[^.]+", re.escape(row)) + "$") for row in rows]
     for name in ("base.yaml", "config.yaml", "paper.yaml"):

@@ -108,7 +108,8 @@ def _add_benchmark_harness(schema: dict) -> None:
     entry["run"] = run | entry["run"]
     entry["memory_options"] = schema["properties"]["defaults"]["properties"]["memory_options"] | entry["memory_options"]
     entry["build_options"] |= {"type": "object", "propertyNames": {"$ref": "#/$defs/memory_method"}, "properties": {
-        spec.name: {"type": "object", "additionalProperties": False, "properties": {
+        spec.name: {"type": "object", "additionalProperties": False,
+                    "description": f"build options of the memory method {spec.name}", "properties": {
             name: option.schema() for name, option in spec.build_options.items() if name not in _setting_options(spec)}}
         for spec in method_specs()}}
 
@@ -130,8 +131,10 @@ def _add_memory_options(memory_options: dict) -> None:
     """Each method's run options, of the kind its spec gives (and the pooled banks' option every method has)."""
     memory_options["properties"] = {
         spec.name: {"type": "object", "additionalProperties": False,
+                    "description": f"run options of the memory method {spec.name}",
                     "properties": {name: option.schema() for name, option in spec.run_options.items()}
-                    | {PREFER_TEACHER: {"type": "string"}}}
+                    | {PREFER_TEACHER: {"type": "string",
+                                        "description": "a pooled bank: the teacher whose memory a task sees first"}}}
         for spec in method_specs()}
 
 
@@ -144,7 +147,7 @@ def _add_settings(schema: dict) -> None:
             "additionalProperties": setting.schema,
             "description": f"Named values of the build option {setting.option} (a cell's `{setting.key}`)"}
         schema["properties"]["defaults"]["properties"][setting.key] = {"$ref": "#/$defs/name"}
-        experiment[setting.section] = {"$ref": "#/$defs/names"}
+        experiment[setting.section] = {"$ref": "#/$defs/names", "description": f"the {setting.section} its banks use"}
 
 
 def without_nulls(config: dict) -> dict:
