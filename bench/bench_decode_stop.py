@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from amd.agent.parsing import parse_reply
+from amd.benchmarks.parsing import parse_reply
 
 JSON_START = re.compile(r"[\[{]")
 

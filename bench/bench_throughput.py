@@ -26,10 +26,10 @@ from pathlib import Path
 from bench_pipeline_step import server_process
 
 from amd.agent.agents import ModelAgent
+from amd.agent.runner import RunSpec, run_tasks
 from amd.core.registry import create_benchmark
 from amd.core.schema import read_trajectories
 from amd.llm import open_model
-from amd.runner import RunSpec, run_tasks
 
 
 def run(url: str, task_ids: list[str], concurrency: int, work: Path, start_at: float = 0.0) -> dict:

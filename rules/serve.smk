@@ -1,6 +1,6 @@
 # Model servers: one vLLM server per batch of a served agent's jobs (amd.workflow.servers), a service job that
 # lives while its batch runs and is terminated after the last job of it. A batch runs at once, as one group (one
-# SLURM job under profiles/slurm); each server takes GPUs of its own (`serve.gpus`, amd.devices).
+# SLURM job under profiles/slurm); each server takes GPUs of its own (`serve.gpus`, amd.workflow.devices).
 
 
 rule serve_model:
@@ -21,5 +21,5 @@ rule serve_model:
         "model server {wildcards.server}"
     shell:
         # the file exists at once (the batch's jobs wait 5 s for their inputs), naming the process that `exec`
-        # turns into `amd serve` (amd.serve.STARTING)
+        # turns into `amd serve` (amd.workflow.serve.STARTING)
         "echo starting $$ > {output}; exec amd serve {params.serve} --url-file {output} > {log} 2>&1"

@@ -11,7 +11,7 @@ from amd.benchmarks.base import Proposal
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.schema import read_trajectories
-from amd.memory.amd.entries import build_entries
+from amd.memory.amd_method.entries import build_entries
 
 SUITE_SIZES = {"workspace": 40, "travel": 20, "banking": 16, "slack": 21}
 
@@ -225,7 +225,7 @@ def test_the_injection_reaches_the_agent_and_following_it_is_recorded_as_a_secur
 
 
 def test_a_native_call_whose_arguments_cannot_be_read_is_refused_not_run_without_them():
-    from amd.agent.parsing import parse_reply
+    from amd.benchmarks.parsing import parse_reply
 
     episode = AgentDojo(suite="banking").start("banking/user_task_0")
     episode.next_user_message(None)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from amd.analysis import figures, layout, paired, tables
+from amd.analysis.cost import price_table
 from amd.analysis.reference import load_reference, setting
 from amd.analysis.retrieval import TEXT_NOTE
 from amd.analysis.runs import load_runs
@@ -15,8 +16,7 @@ from amd.analysis.tables import AVG
 from amd.core.errors import AmdError
 from amd.core.schema import validate
 from amd.core.vocabulary import memory_config
-from amd.cost import price_table
-from amd.memory.amd import tables as amd_tables
+from amd.memory.amd_method import tables as amd_tables
 
 
 def record(task_id, success, steps, spec, memory="zero_shot", kind="model", benchmark="bfcl", params=None):

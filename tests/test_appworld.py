@@ -24,6 +24,7 @@ from scripted_server import ScriptedServer
 
 from amd.agent.agents import ModelAgent, OracleAgent
 from amd.agent.loop import Limits
+from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks import processes
 from amd.benchmarks.appworld import AppWorld, failing_calls
 from amd.benchmarks.appworld_server import AppWorldVenv
@@ -31,7 +32,6 @@ from amd.core.schema import read_trajectories
 from amd.llm import open_model
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
-from amd.runner import RunSpec, run_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 BALANCE, TRANSFER = "What is my Venmo balance?", "Send $"

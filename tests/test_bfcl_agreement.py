@@ -22,10 +22,10 @@ import uuid
 import pytest
 from scripted_server import ScriptedServer, ToolCalls
 
+from amd.analysis.score import recheck
 from amd.benchmarks.bfcl import _dataset, _import_bfcl
 from amd.benchmarks.bfcl_calls import parse_call
 from amd.cli import main
-from amd.score import recheck
 
 TASKS = [f"multi_turn_base_{i}" for i in range(0, 200, 8)]  # 25 tasks, every class of the set
 BEHAVIOURS = ["solve", "parallel", "skip_last_turn", "drop_first_call", "loop_last_turn", "loop_first_turn",

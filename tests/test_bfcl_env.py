@@ -167,7 +167,7 @@ def test_scoring_leaves_no_instances_in_the_checker_globals(bench):
 @pytest.mark.parametrize("raw", ['"ls()"', '["archive"]', "ls()", "{broken", '"mkdir(dir_name=\'x\')"'])
 def test_native_calls_with_unreadable_arguments_are_refused_never_run_without_them(bench, raw):
     """Arguments given as a string of code or as a list once ran `ls()` and `mkdir()` with no arguments."""
-    from amd.agent.parsing import parse_reply
+    from amd.benchmarks.parsing import parse_reply
 
     episode = _started(bench)
     for name in ("ls", "mkdir"):
@@ -181,7 +181,7 @@ def test_native_calls_with_unreadable_arguments_are_refused_never_run_without_th
 
 
 def test_native_calls_with_no_or_null_arguments_run_with_none(bench):
-    from amd.agent.parsing import parse_reply
+    from amd.benchmarks.parsing import parse_reply
 
     episode = _started(bench)
     for raw in ("", "{}", "null"):

@@ -1,4 +1,4 @@
-"""Cost per run (amd.cost): tokens of every role (agent, memory method, user simulator, the bank's writer) and US
+"""Cost per run (amd.analysis.cost): tokens of every role (agent, memory method, user simulator, the bank's writer) and US
 dollars from data/prices.csv, on handmade schema-valid runs and bank manifests; `amd score` prints them."""
 
 import hashlib
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from amd.analysis.cost import PRICE_FILE, price_table, run_cost
 from amd.cli import main
 from amd.core.schema import validate
-from amd.cost import PRICE_FILE, price_table, run_cost
 from amd.memory.online import history_path
 
 MINI = "openai:gpt-5-mini"

@@ -1,4 +1,4 @@
-"""GPUs for model servers (amd.devices): which devices a server may take, and a lock per device so that two live
+"""GPUs for model servers (amd.workflow.devices): which devices a server may take, and a lock per device so that two live
 servers never share one."""
 
 import subprocess
@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from amd import devices
 from amd.core.errors import AmdError
+from amd.workflow import devices
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ def test_a_two_gpu_claim_takes_none_while_only_one_is_free():
 def test_a_killed_holder_frees_its_device(lock_dir):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from amd import devices
+        from amd.workflow import devices
         with devices.claimed(1, ["0"]):
             print("held", flush=True)
             time.sleep(60)

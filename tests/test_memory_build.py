@@ -23,8 +23,8 @@ from test_memory_fixtures import (
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.registry import create_benchmark
-from amd.memory.amd import writers
-from amd.memory.amd.entries import build_entries, successful
+from amd.memory.amd_method import writers
+from amd.memory.amd_method.entries import build_entries, successful
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.placeholders import audit_insight, placeholder_for, trajectory_values

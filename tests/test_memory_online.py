@@ -24,6 +24,7 @@ from test_memory_fixtures import all_records, write_jsonl
 
 from amd.agent.agents import OracleAgent
 from amd.agent.hooks import Injection, TaskContext
+from amd.agent.runner import RunSpec, run_tasks
 from amd.core.errors import AmdError
 from amd.core.schema import read_trajectories
 from amd.memory.bank import load_bank
@@ -31,7 +32,6 @@ from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
 from amd.memory.online import OnlineBank, redundant
-from amd.runner import RunSpec, run_tasks
 
 TEACHER_TASKS = "multi_turn_base_0,multi_turn_base_1,multi_turn_base_2"
 FAILING = "multi_turn_base_50"

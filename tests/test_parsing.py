@@ -1,6 +1,6 @@
 import json
 
-from amd.agent.parsing import parse_reply
+from amd.benchmarks.parsing import parse_reply
 
 
 def calls(text, tool_calls=()):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from amd.core.errors import AmdError
-from amd.serve import register, serve_and_run, serve_until_stopped, wait_for_server_file
+from amd.workflow.serve import register, serve_and_run, serve_until_stopped, wait_for_server_file
 
 FAKE_VLLM = textwrap.dedent("""\
     #!{python}

@@ -16,9 +16,9 @@ from replay_model import OBSERVATION_PREFIX, ground_truth_answers
 from scipy.stats import kendalltau, spearmanr
 from scripted_server import ScriptedServer
 
+from amd.agent.runner import probe_tasks
 from amd.analysis import layout
 from amd.core.registry import create_benchmark
-from amd.runner import probe_tasks
 from amd.workflow.config import ConfigError, active_config
 from amd.workflow.grid import Grid
 

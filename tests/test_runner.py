@@ -9,10 +9,10 @@ from amd.agent.agents import OracleAgent
 from amd.agent.base import AgentReply
 from amd.agent.hooks import Injection, TaskContext
 from amd.agent.loop import Limits, run_episode
+from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import Proposal
 from amd.core.errors import AmdError
 from amd.core.schema import read_trajectories
-from amd.runner import RunSpec, run_tasks
 
 ORACLE_INFO = {"spec": "oracle", "kind": "oracle", "model": None, "params": {}}
 
@@ -223,7 +223,7 @@ def test_each_record_is_validated_once(tmp_path, monkeypatch):
 
 def test_a_task_missing_from_the_run_file_counts_as_a_failure_loudly(tmp_path, capsys):
     from amd.analysis.runs import summarize_run
-    from amd.score import summarize
+    from amd.analysis.score import summarize
 
     benchmark = CounterBenchmark()
     out = tmp_path / "run.jsonl"

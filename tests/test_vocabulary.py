@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from amd.cli import build_parser
+from amd.cli.run import _memory, parse_per_type
 from amd.core.errors import AmdError
 from amd.core.registry import BENCHMARKS, MEMORY_METHODS, Registry
 from amd.core.vocabulary import (
@@ -19,7 +20,6 @@ from amd.core.vocabulary import (
     option_flags,
     output_names,
 )
-from amd.run_cli import _memory, parse_per_type
 from amd.workflow.config import ConfigError, active_config, validate_config
 from amd.workflow.grid import Grid
 
@@ -121,7 +121,7 @@ def test_the_workflow_wildcards_take_every_registered_config_method_and_output_a
 # Words that also mean something outside memory, and the only parts of amd where they are used so.
 OTHER_MEANINGS = {
     "function": ("agent", "benchmarks", "llm"),  # the OpenAI tool type {"type": "function", "function": ...}
-    "amd": ("cli.py", "run_cli.py", "core", "llm", "benchmarks"),  # the program; --prompting amd
+    "amd": ("cli", "core", "llm", "benchmarks"),  # the program; --prompting amd
     "rb": ("core", "llm"),  # a file mode
 }
 

@@ -1,5 +1,5 @@
 """Model servers in the workflow: one vLLM server per batch of a served agent's jobs (amd.workflow.servers), each on
-GPUs of its own (amd.devices). The workflow runs with a stand-in `vllm` (tests/stand_in_vllm.py, a scripted
+GPUs of its own (amd.workflow.devices). The workflow runs with a stand-in `vllm` (tests/stand_in_vllm.py, a scripted
 OpenAI-compatible server that logs its life and the devices it was given) and the stand-in `amd` of the pipeline
 tests, whose runs ask their server before writing."""
 

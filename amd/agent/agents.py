@@ -11,8 +11,8 @@ from typing import Any
 from amd.agent.base import AgentReply
 from amd.agent.history import trimmed
 from amd.agent.json_steps import read_step, step_format
-from amd.agent.parsing import parse_code_reply, parse_first_code_block, parse_reply
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome
+from amd.benchmarks.parsing import parse_code_reply, parse_first_code_block, parse_reply
 from amd.core.errors import AmdError
 from amd.core.prompts import load_prompt
 

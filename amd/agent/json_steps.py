@@ -11,8 +11,8 @@ import copy
 import json
 from typing import Any
 
-from amd.agent.parsing import parse_reply
 from amd.benchmarks.base import Proposal
+from amd.benchmarks.parsing import parse_reply
 
 ANSWER = "answer"
 REF_PREFIX = "#/$defs/"

@@ -6,15 +6,15 @@ from typing import Any
 
 import pandas as pd
 
+from amd.analysis.cost import run_cost
 from amd.analysis.layout import describe_run
 from amd.analysis.retrieval import run_retrieval
+from amd.analysis.score import run_metrics
 from amd.core.errors import AmdError
 from amd.core.registry import load_target
 from amd.core.schema import expected_tasks, read_run
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import bank_settings, run_method
-from amd.cost import run_cost
-from amd.score import run_metrics
 
 BASE_COLUMNS = ("benchmark", "student", "teacher", "writer", "embedder", "build", "memcfg", "variant", "protocol")
 
@@ -59,7 +59,7 @@ def summarize_run(path) -> dict:
         "task_ids": frozenset(metrics["success_by_task"]),
         **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
                                          "completion_tokens", "success_by_task", "steps_by_task")},
-        # every role's tokens (agent, memory, user simulator, the bank's writer) and their US dollars (amd.cost)
+        # every role's tokens (agent, memory, user simulator, the bank's writer) and their US dollars (amd.analysis.cost)
         "tokens": cost["tokens"], "cost_usd": cost["usd"],
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
         "security_by_task": {r["task_id"]: r["checker"]["security"] for r in records if "security" in r["checker"]},

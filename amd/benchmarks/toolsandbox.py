@@ -30,7 +30,6 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from amd.agent.parsing import parse_reply
 from amd.benchmarks import base
 from amd.benchmarks.base import (
     Benchmark,
@@ -44,6 +43,7 @@ from amd.benchmarks.base import (
     canonical_call,
 )
 from amd.benchmarks.bfcl_calls import read_call
+from amd.benchmarks.parsing import parse_reply
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.prompts import load_prompt

@@ -124,7 +124,7 @@ AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
 MEMORY_METHODS: Registry[MethodSpec] = Registry("memory method", groups={"amd.memory_methods": {}},
                                                 check=lambda found: isinstance(found, MethodSpec),
                                                 expected="its spec (amd.api.MethodSpec)")
-MEMORY_METHODS.add("amd", "amd.memory.amd.spec:SPEC")
+MEMORY_METHODS.add("amd", "amd.memory.amd_method.spec:SPEC")
 # The paper's Table 1 baselines (their specs say where the AMD authors' release has their code).
 MEMORY_METHODS.add("reasoningbank", "amd.memory.baseline_specs:REASONINGBANK")
 MEMORY_METHODS.add("memp", "amd.memory.baseline_specs:MEMP")

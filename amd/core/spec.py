@@ -1,6 +1,6 @@
 """What a memory method declares about itself, beside its code: its `MethodSpec`.
 
-A spec is a small module-level constant (amd/memory/amd/spec.py is AMD's) that imports nothing heavy, so listing
+A spec is a small module-level constant (amd/memory/amd_method/spec.py is AMD's) that imports nothing heavy, so listing
 every method's types, configs and options costs no import of the methods themselves. `amd.core.registry` names each
 spec (or an installed package declares it under the entry point group `amd.memory_methods`); `amd.core.vocabulary`
 collects them, and the command line, the config schema, the workflow and the analysis ask them instead of naming
@@ -189,7 +189,7 @@ class MethodSpec:
     record_defaults: Mapping[str, Any] = field(default_factory=dict)
     # "module:function"s for what a run holds beside its records (e.g. an online run's history): run_usage(records,
     # run path) -> the model usage its records do not show, [{"role", "spec", "prompt", "completion"}], or an item
-    # {"role", "spec", "known": False, "note"} where it cannot say (amd.cost); run_entries(run path) -> {id: entry}
+    # {"role", "spec", "known": False, "note"} where it cannot say (amd.analysis.cost); run_entries(run path) -> {id: entry}
     # of the entries the run added to its bank (amd view)
     run_usage: str | None = None
     run_entries: str | None = None

@@ -13,7 +13,7 @@ MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never 
 # Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
 AGENT_KEYS = ("spec", "serve", "benchmarks")
 BASE_URL = "{base_url}"  # filled in by `amd serve-run`
-SERVED_LAUNCH = "amd serve-run --server-file "  # then the job's server file and its command (amd.serve)
+SERVED_LAUNCH = "amd serve-run --server-file "  # then the job's server file and its command (amd.workflow.serve)
 
 
 def quoted(value) -> str:

@@ -64,8 +64,8 @@ class TaskPools:
         return (listed, len(listed)) if listed else (None, self.count(benchmark))
 
     def student_tasks(self, cell: dict) -> tuple[list[str] | None, float | None]:
+        from amd.agent.runner import probe_tasks
         from amd.memory.protocols import MEMORY_FRACTION, eval_task_ids
-        from amd.runner import probe_tasks
 
         tasks, count = self.tasks(cell["benchmark"], "student", cell["student"])
         if cell["method"] and cell["protocol"] in CROSS_SPLITS:

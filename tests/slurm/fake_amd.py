@@ -67,7 +67,7 @@ def run(args):
 
 
 def probe(args):
-    """`amd probe`: a run on the first --probe-size tasks (the real draw is amd.probe's, tested on its own)."""
+    """`amd probe`: a run on the first --probe-size tasks (the real draw is amd.cli.probe's, tested on its own)."""
     args.limit = args.probe_size or args.limit
     return run(args)
 

@@ -14,8 +14,8 @@ from typing import Any
 from amd.benchmarks.base import Benchmark
 from amd.core.prompts import benchmark_prompt
 from amd.core.spec import OptionValue, parse_options
-from amd.memory.amd import writers
-from amd.memory.amd.spec import AMD_TYPES, BUILD_OPTIONS
+from amd.memory.amd_method import writers
+from amd.memory.amd_method.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     OBSERVATION_CHARS,

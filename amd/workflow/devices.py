@@ -22,7 +22,7 @@ from filelock import FileLock, Timeout
 
 from amd.core.errors import AmdError
 
-log = logging.getLogger("amd.devices")
+log = logging.getLogger("amd.workflow.devices")
 POLL_S = 2.0
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from amd.agent.loop import Limits
+from amd.agent.runner import RunSpec, run_tasks
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
 from amd.core.trajectory import recorded
@@ -24,7 +25,6 @@ from amd.core.vocabulary import (
     method_specs,
     option_flags,
 )
-from amd.runner import RunSpec, run_tasks
 
 log = logging.getLogger("amd.run")
 

@@ -4,10 +4,10 @@ opens frozen hooks (`retrieval.py`) or, with the run option `online`, hooks whos
 from collections import Counter
 
 from amd.core.errors import AmdError
-from amd.memory.amd.entries import BuildSettings, build_entries, successful
-from amd.memory.amd.render import check_representation, parse_representation
-from amd.memory.amd.retrieval import AmdHooks
-from amd.memory.amd.spec import AMD_TYPES, REPRESENTATIONS
+from amd.memory.amd_method.entries import BuildSettings, build_entries, successful
+from amd.memory.amd_method.render import check_representation, parse_representation
+from amd.memory.amd_method.retrieval import AmdHooks
+from amd.memory.amd_method.spec import AMD_TYPES, REPRESENTATIONS
 from amd.memory.bank import BankContents
 
 AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
@@ -40,7 +40,7 @@ class AmdMemory:
 
     def open(self, bank, config, settings) -> AmdHooks:
         if settings.options.get("online", False):
-            from amd.memory.amd.online import OnlineAmdHooks
+            from amd.memory.amd_method.online import OnlineAmdHooks
 
             return OnlineAmdHooks(bank, config, settings)
         stray = sorted(key for key in settings.options if key.startswith("online_"))

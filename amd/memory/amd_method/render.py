@@ -14,7 +14,7 @@ from typing import Any
 
 from amd.core.errors import AmdError
 from amd.core.prompts import load_prompt
-from amd.memory.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
+from amd.memory.amd_method.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 from amd.memory.steps import one_line
 
 SIGNATURE = "signature"

@@ -19,8 +19,8 @@ from typing import Any
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.core.errors import AmdError
 from amd.core.vocabulary import SHARED
-from amd.memory.amd.entries import BuildSettings, build_entries
-from amd.memory.amd.retrieval import AmdHooks
+from amd.memory.amd_method.entries import BuildSettings, build_entries
+from amd.memory.amd_method.retrieval import AmdHooks
 from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
 from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
@@ -186,7 +186,7 @@ def _lookup_key(type_name: str, entry: dict):
 
 def writer_usage(records: list[dict], run_path) -> list[dict]:
     """The tokens an online run's writer model took, from its history (none for the rules writer, and the student's
-    are in the records' memory_calls already); amd.cost prices them."""
+    are in the records' memory_calls already); amd.analysis.cost prices them."""
     online = records[0]["memory"].get("online") if records else None
     if not online or online["writer"] in (RULES, STUDENT):
         return []

@@ -3,7 +3,7 @@ exactly as long as one command (`amd serve-run --model`).
 
 Every server is `vllm serve MODEL --enable-prompt-tokens-details --host 127.0.0.1 --port PORT ...` on a free port
 (without that flag vLLM's usage leaves out the prompt tokens its prefix cache served, which amd records per step),
-on GPUs of its own (amd.devices: `--gpus` of those this machine or SLURM job offers, locked while it lives), and it
+on GPUs of its own (amd.workflow.devices: `--gpus` of those this machine or SLURM job offers, locked while it lives), and it
 is always stopped with its whole process group, also when the job is cancelled (SIGTERM), and dies with its parent
 when that is killed outright.
 
@@ -29,11 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-from amd import devices
 from amd.core.errors import AmdError
 from amd.core.net import free_port, wait_for_models
+from amd.workflow import devices
 
-log = logging.getLogger("amd.serve")
+log = logging.getLogger("amd.workflow.serve")
 PLACEHOLDER = "{base_url}"
 USAGE_FLAGS = ("--enable-prompt-tokens-details",)  # usage.prompt_tokens_details.cached_tokens in every reply
 STARTING, FAILED = "starting ", "failed: "  # a server file's content before its URL, or instead of it
@@ -98,7 +98,7 @@ def fill_base_url(command: list[str], base_url: str) -> list[str]:
 def serve_and_run(server: list[str], command: list[str], startup_timeout: float = 1800.0,
                   gpus: int | None = None) -> int:
     """Start `server` (host and port appended), run `command` once it answers, stop it; return the command's code.
-    With `gpus`, the server gets that many devices of its own (amd.devices)."""
+    With `gpus`, the server gets that many devices of its own (amd.workflow.devices)."""
     with _devices(gpus) as env:
         process, base_url = _start(server, env)
         previous = _stop_on_signals()

@@ -9,14 +9,14 @@ has run, by the `probe_fit` table (amd.analysis.teachers).
 
 import logging
 
+from amd.agent.runner import probe_tasks
 from amd.core.errors import AmdError
-from amd.runner import probe_tasks
 
-log = logging.getLogger("amd.probe")
+log = logging.getLogger("amd.cli.probe")
 
 
 def register(subparsers) -> None:
-    from amd.run_cli import add_run_arguments
+    from amd.cli.run import add_run_arguments
 
     probe = subparsers.add_parser("probe", help="the teacher-student fit probe: `amd run` on a small fixed set of "
                                   "the selected tasks (rank teachers with `amd table probe_fit`)")
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
 
 def probe_from_args(args) -> int:
-    from amd.run_cli import run_from_args
+    from amd.cli.run import run_from_args
 
     if args.probe_size is None and not args.tasks:
         raise AmdError("amd probe needs --probe-size N (a draw from the selected tasks) or a fixed --tasks list")

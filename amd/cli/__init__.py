@@ -1,11 +1,11 @@
 """The `amd` command line. Every Snakemake rule is one call of it.
 
-  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options] (amd.run_cli)
+  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options] (amd.cli.run)
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
   amd memory build|pool|show|query ... (amd.memory.cli)
   amd table|figure NAME ...            (amd.analysis.cli)
-  amd serve-run ...                    (amd.serve: a vLLM server that lives as long as one command)
-  amd probe BENCHMARK ... --probe-size N (amd.probe: `amd run` on a small fixed probe set of the tasks)
+  amd serve-run ...                    (amd.workflow.serve: a vLLM server that lives as long as one command)
+  amd probe BENCHMARK ... --probe-size N (amd.cli.probe: `amd run` on a small fixed probe set of the tasks)
   amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
 """
 
@@ -63,9 +63,9 @@ def command_name(args) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amd", description="Agent Memory Distillation pipeline")
     commands = parser.add_subparsers(dest="command", required=True)
-    importlib.import_module("amd.run_cli").register(commands)
+    importlib.import_module("amd.cli.run").register(commands)
     _add_score(commands)
-    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.serve", "amd.probe", "amd.workflow.plan"):
+    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.workflow.serve", "amd.cli.probe", "amd.workflow.plan"):
         importlib.import_module(module).register(commands)
     return parser
 
@@ -80,10 +80,7 @@ def _add_score(commands) -> None:
 
 
 def _score_command(args) -> int:
-    from amd.score import score_from_args
+    from amd.analysis.score import score_from_args
 
     return score_from_args(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

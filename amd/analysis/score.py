@@ -1,18 +1,18 @@
 """`amd score`: a readable table of success rate (with its 95 % Wilson interval: amd.analysis.stats), steps, tokens,
 requests, replies cut by the token limit and cost (tokens and US dollars, writer and user simulator included:
-amd.cost) per run file; under it, for a memory run, what its retrieval saw per memory type (amd.analysis.retrieval:
+amd.analysis.cost) per run file; under it, for a memory run, what its retrieval saw per memory type (amd.analysis.retrieval:
 the queries δ left with no entry, the injected similarities); optional official re-check."""
 
 import json
 import sys
 
+from amd.analysis.cost import run_cost
 from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
 from amd.benchmarks.base import Benchmark, counted_success
 from amd.core.errors import AmdError
 from amd.core.schema import expected_tasks, read_run
 from amd.core.trajectory import TrajectoryRecord
-from amd.cost import run_cost
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
            "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from amd.core.prompts import load_prompt
-from amd.memory.amd.spec import MAX_DECOMPOSE_SAMPLES
+from amd.memory.amd_method.spec import MAX_DECOMPOSE_SAMPLES
 from amd.memory.writing import json_array_in
 
 log = logging.getLogger("amd.memory")
