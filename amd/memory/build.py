@@ -37,7 +37,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     if not records:
         raise AmdError(f"no trajectories in {', '.join(map(str, trajectory_paths))}: a bank is distilled from a "
                        "teacher's run; run the teacher first")
-    groups = {record["task_id"]: record.get("task_group", record["task_id"]) for record in records}
+    groups = {record["task_id"]: record["task_group"] for record in records}  # an older file's: read_run fills it in
     benchmarks = {}
 
     def benchmark(name: str):
