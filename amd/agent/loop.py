@@ -12,11 +12,12 @@ points: the system prompt at start, each user turn, after an error (`amd.agent.h
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from amd.agent.base import Agent
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
 from amd.benchmarks.base import Episode, counted_success
+from amd.core.trajectory import InjectionRecord, Step, Turn
 
 
 @dataclass
@@ -39,11 +40,12 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
     agent.begin(episode.tools, system.text, memory_first=system.first)
-    turns: list[dict] = []
+    turns: list[Turn] = []
     queries = list(system.queries)  # every retrieval query of the task, in order (a memory run's memory_queries)
+    requests: list[int] = []  # HTTP requests sent per step
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, task, memory, turns, queries)
+        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests))
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -66,7 +68,7 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
         "n_steps": len(steps),
         "step_caps": step_caps(episode, limits),
         "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
-        "model_requests": sum(s.pop("_requests") for s in steps),
+        "model_requests": sum(requests),
         **({"user_calls": verdict.user_calls} if verdict.user_calls else {}),
         "wall_time_s": round(time.monotonic() - started, 3),
     }
@@ -79,8 +81,18 @@ def step_caps(episode: Episode, limits: Limits) -> dict[str, int | None]:
             "max_steps_per_turn": limits.max_steps_per_turn if episode.caps_turns else limits.max_steps}
 
 
+@dataclass
+class _Taken:
+    """What a task's turns leave, as they go: the turns (the record's), the retrieval queries and each step's
+    requests."""
+
+    turns: list[Turn]
+    queries: list[dict[str, Any]]
+    requests: list[int]
+
+
 def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None,
-               turns: list[dict[str, Any]], queries: list[dict[str, Any]]) -> None:
+               taken: _Taken) -> None:
     total_steps = 0
     last_reply = None
     official = episode.official_turns
@@ -89,14 +101,14 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()
         agent.add_user(user, injected.text, memory_in_system=injected.in_system)
-        turn: dict[str, Any] = {"user": user, "steps": [], "injected_memory": injected.records}
-        turns.append(turn)
-        queries += injected.queries
+        turn: Turn = {"user": user, "steps": [], "injected_memory": _records(injected)}
+        taken.turns.append(turn)
+        taken.queries += injected.queries
         for _ in range(requests_per_turn):
             if not official and total_steps >= limits.max_steps:
                 raise _StepLimit(f"more than {limits.max_steps} steps in the task")
             total_steps += 1
-            step, reply_text, finished = _run_step(agent, episode, task, memory, queries, official)
+            step, reply_text, finished = _run_step(agent, episode, task, memory, taken, official)
             turn["steps"].append(step)
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
@@ -106,16 +118,17 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
                 last_reply = reply_text
                 break
         else:
-            raise _StepLimit(f"more than {per_turn} steps in turn {len(turns)}")
+            raise _StepLimit(f"more than {per_turn} steps in turn {len(taken.turns)}")
 
 
-def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryHooks | None,
-              queries: list[dict[str, Any]], official: bool = False) -> tuple[dict[str, Any], str | None, bool]:
+def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryHooks | None, taken: _Taken,
+              official: bool = False) -> tuple[Step, str | None, bool]:
     """One model step. Returns the step record, the reply text when the turn ended (a reply with no call, or under
     `official` one with a call that cannot be decoded, recorded as refused and never run), and whether the
     environment ended the episode (task complete, conversation closed)."""
     reply = agent.act()
-    step = {
+    taken.requests.append(reply.requests)
+    step: Step = {
         "model_text": reply.text,
         "calls": [],
         "rejected": [],
@@ -127,7 +140,6 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
         "injected_memory": [],
         "model_error": reply.error,
         "finish_reason": reply.finish_reason,
-        "_requests": reply.requests,
     }
     if reply.error is not None:
         return step, None, False
@@ -138,16 +150,21 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
                             for p in reply.proposals]
         return step, reply.text, False
     outcome = episode.execute(reply.proposals)
-    step.update(calls=[vars(call) for call in outcome.calls], rejected=outcome.rejected,
-                observations=outcome.observations, error=outcome.error)
+    step["calls"] = [{"name": call.name, "arguments": call.arguments, "call": call.call} for call in outcome.calls]
+    step["rejected"], step["observations"], step["error"] = outcome.rejected, outcome.observations, outcome.error
     if outcome.code is not None:
         step["code"] = outcome.code
     hint = Injection()
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)
-        step["injected_memory"] = hint.records
-        queries += hint.queries
+        step["injected_memory"] = _records(hint)
+        taken.queries += hint.queries
         if hint.details:
             step["memory_details"] = hint.details
     agent.observe(reply.proposals, outcome, hint.text)
     return step, None, outcome.finished
+
+
+def _records(injection: Injection) -> list[InjectionRecord]:
+    """An injection's records as the trajectory holds them (each with the fields its method's spec adds)."""
+    return cast(list[InjectionRecord], injection.records)
