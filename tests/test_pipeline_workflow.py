@@ -333,7 +333,7 @@ def test_changing_the_preferred_teacher_reruns_only_that_pools_runs(workdir):
      "teacher_pools.both.prefer: 'qwen05' is not one of its teachers"),
     ({"teacher_pools": {"qwen05": {"teachers": ["oracle", "oracle_b"]}}},
      "teacher_pools.qwen05: the name is already an agent's"),
-    ({"teacher_pools": {"both": {"teachers": ["oracle"]}}}, "teacher_pools.both.teachers: ['oracle'] is too short"),
+    ({"teacher_pools": {"both": {"teachers": ["oracle"]}}}, "teacher_pools.both.teachers: the list needs at least 2 items"),
     ({"defaults": {"teacher": "oracle", "writer": "teacher", "embedder": "minilm", "representation": "amd",
                    "protocol": "self_excluded", "k": {}, "delta": {}, "split_seed": 0, "seeds": [0]}},
      "writer 'oracle' has no model to write memory with"),
