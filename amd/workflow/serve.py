@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from amd.core.errors import AmdError
+from amd.core.files import atomic_file
 from amd.core.net import free_port, wait_for_models
 from amd.workflow import devices
 
@@ -216,9 +217,8 @@ def _model(server: list[str]) -> str:
 
 def _write(path: Path, text: str) -> None:
     """Write whole: a reader sees the old content or the new one, never a part."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text + "\n")
-    partial.replace(path)
+    with atomic_file(path, durable=False) as handle:
+        handle.write(text + "\n")
 
 
 def _stop_on_signals() -> dict:
