@@ -78,7 +78,12 @@ def step_caps(episode: Episode, limits: Limits) -> dict[str, int | None]:
     """The caps as they apply to this episode (the record's `step_caps`): the task's (None in an official turn loop,
     which caps turns only) and a turn's executed steps (the task's cap where the harness caps only the task)."""
     return {"max_steps": None if episode.official_turns else limits.max_steps,
-            "max_steps_per_turn": limits.max_steps_per_turn if episode.caps_turns else limits.max_steps}
+            "max_steps_per_turn": _turn_cap(episode, limits)}
+
+
+def _turn_cap(episode: Episode, limits: Limits) -> int:
+    """A turn's cap on executed steps: the turn's, or the task's where the harness caps only the task."""
+    return limits.max_steps_per_turn if episode.caps_turns else limits.max_steps
 
 
 @dataclass
@@ -96,7 +101,7 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     total_steps = 0
     last_reply = None
     official = episode.official_turns
-    per_turn = limits.max_steps_per_turn if episode.caps_turns else limits.max_steps
+    per_turn = _turn_cap(episode, limits)
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
         injected = memory.user_turn(task, user) if memory is not None else Injection()
