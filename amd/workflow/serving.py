@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from amd.workflow.servers import DEFAULT_MAX_IN_FLIGHT
-
 KV_MEMORY_SHARE = 0.9  # of GPU memory vLLM may use (its --gpu-memory-utilization default), weights first
 MODEL_KEYS = ("params_b", "kv_kib_per_token")
 GPU_KEYS = ("memory_gb", "hbm_tb_per_s", "bf16_tflops", "bandwidth_efficiency", "compute_efficiency", "startup_s")
@@ -104,24 +102,25 @@ def plans(grid, table: pd.DataFrame, node_gpus: int) -> tuple[pd.DataFrame, str,
     basis = (f"{len(known)} served jobs, {len(known) - priors} with figures from runs (pilots included), {priors} "
              f"from the config's per-task priors{' (before any pilot)' if priors == len(known) else ''}; "
              f"{model.gpu.get('name', 'GPU')}, the throughput model of amd.workflow.serving")
-    per_job = [_server(grid, plan, rows, path, [path], cap=None) for path in known]
+    per_job = [_server(grid, plan, rows, path, [path], shared=False) for path in known]
     batches = defaultdict(list)
     for path in known:
         batches[plan.server_of[path]].append(path)
-    per_batch = [_server(grid, plan, rows, name, paths, cap=True) for name, paths in batches.items()]
+    per_batch = [_server(grid, plan, rows, name, paths, shared=True) for name, paths in batches.items()]
     summary = [_summary("one server per job (amd serve-run)", per_job, model, node_gpus),
                _summary("one server per batch (the workflow)", per_batch, model, node_gpus)]
     return pd.DataFrame(summary), basis, notes
 
 
-def _server(grid, plan, rows, name: str, paths: list[str], cap: bool | None) -> Server:
+def _server(grid, plan, rows, name: str, paths: list[str], shared: bool) -> Server:
+    """A server for `paths`; `shared`: a batch's, its requests in flight capped by the agent's max_in_flight."""
     agent = plan.nodes[paths[0]].agent
     entry = grid.agent(agent)
     work = Work()
     for path in paths:
         work.add(rows.loc[path], plan.nodes[path].load)
-    if cap:
-        work.in_flight = min(work.in_flight, entry["serve"].get("max_in_flight", DEFAULT_MAX_IN_FLIGHT))
+    if shared:
+        work.in_flight = min(work.in_flight, plan.max_in_flight(agent))
     return Server(name, entry["spec"], entry["serve"].get("gpus", 1), plan.depth(paths[0]), work)
 
 
