@@ -9,7 +9,7 @@ rule serve_model:
     log:
         "results/logs/servers/{server}.log",
     group:
-        lambda wc: f"serve_{wc.server}"
+        grid.server_own_group
     conda:
         "../environment.yml"
     threads: 0

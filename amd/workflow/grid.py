@@ -453,7 +453,7 @@ class Grid:
         """The Snakemake group of a served job: its server's (None for other jobs)."""
         def group(wildcards) -> str | None:
             server = self.server_name(template, role, wildcards)
-            return f"serve_{server}" if server else None
+            return _server_group(server) if server else None
         return group
 
     def server_name(self, template: str, role: str, wildcards) -> str | None:
@@ -470,6 +470,16 @@ class Grid:
 
     def server_gpus(self, wildcards) -> int:
         return self.agent(server_agent(wildcards.server))["serve"].get("gpus", 1)
+
+    @staticmethod
+    def server_own_group(wildcards) -> str:
+        """The Snakemake group of a server's own service job (rules/serve.smk): its batch's (`server_group`)."""
+        return _server_group(wildcards.server)
+
+
+def _server_group(server: str) -> str:
+    """A server's group: its service job and its batch's jobs run as one (one SLURM job under profiles/slurm)."""
+    return f"serve_{server}"
 
 
 def workflow_grid(overlay: dict) -> Grid:
