@@ -37,7 +37,8 @@ WILDCARDS = {
     "table": "a registered table (table1_main, table2_ablation, ..., or a plug-in's)",
     "figure": "a registered figure (fig3_steps, fig4_student_size, fig5_k_sweep, or a plug-in's)",
     "ext": "`csv` or `md`",
-    "server": "a model server of a batch of served jobs (AGENT-N)",
+    "server": "a model server of a served agent: AGENT-dDEPTH-bN for a batch of its jobs (amd.workflow.servers), "
+              "AGENT-solo-HASH for a job outside the config's experiments",
     "target": "a benchmark's set-up make target (e.g. appworld-venv)",
 }
 

@@ -3,8 +3,9 @@
   amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options] (amd.cli.run)
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
   amd memory build|pool|show|query ... (amd.memory.cli)
-  amd table|figure NAME ...            (amd.analysis.cli)
-  amd serve-run ...                    (amd.workflow.serve: a vLLM server that lives as long as one command)
+  amd table|figure|view ...            (amd.analysis.cli)
+  amd serve ... --url-file F           (amd.workflow.serve: a vLLM server for a batch of jobs, until terminated)
+  amd serve-run ...                    (amd.workflow.serve: a command against that server, or one of its own)
   amd probe BENCHMARK ... --probe-size N (amd.cli.probe: `amd run` on a small fixed probe set of the tasks)
   amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
 """
