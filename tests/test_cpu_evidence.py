@@ -55,10 +55,10 @@ def test_its_outputs_plan_its_runs_under_names_of_their_own(grid, tmp_path):
     targets = [path for name in OUTPUTS for path in grid.output_paths(name)]
     assert all(path.startswith("results/cpu_evidence/") for path in targets)
     result = snakemake(where, env, "-n", "--cores", "2", *targets, "--configfile", "config/cpu_evidence.yaml")
-    # one oracle run and its bank; zero-shot; wf, wf_st, wf_st_fn and the online run after wf_st_fn
+    # one oracle run and its bank; zero-shot; wf_st_fn and the online run after it
     assert planned_jobs(result) == {"run_teacher": 1, "build_memory": 1, "run_student_zero_shot": 1,
-                                    "run_student_memory": 4, "make_table": 3, "make_figure": 1, "total": 11}
+                                    "run_student_memory": 2, "make_table": 3, "make_figure": 1, "total": 9}
     runs = {path for name in OUTPUTS for path in grid.output_runs(name)}
     assert {layout.describe_run(path)["memcfg"] for path in runs if "student-" in path} == {
-        "zero_shot", "wf", "wf_st", "wf_st_fn", "wf_st_fn_online"}
+        "zero_shot", "wf_st_fn", "wf_st_fn_online"}
     assert all("-qwen15_evidence/" in path or "-oracle_evidence/" in path for path in runs)
