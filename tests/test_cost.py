@@ -92,6 +92,11 @@ def test_an_unpriced_hosted_model_leaves_the_dollars_unknown_and_says_where_to_a
                     "with date and source)")
 
 
+def test_a_model_reached_with_a_key_of_its_own_costs_what_its_model_costs(tmp_path):
+    keyed = run_cost([record("t0", f"{MINI}#key=TEAM_KEY", {"prompt": 1_000_000, "completion": 0})], tmp_path / "r")
+    assert keyed["usd"] == pytest.approx(price_table()[MINI].input) and not keyed["notes"]
+
+
 def test_a_bank_that_is_missing_or_was_rebuilt_leaves_the_writer_unknown(tmp_path):
     memory = bank(tmp_path / "bank", MINI, {"replies": 1, "prompt": 10, "completion": 1})
     runs = [record("t0", "local:qwen2.5-coder-1.5b", {"prompt": 1, "completion": 1}, memory)]

@@ -142,6 +142,8 @@ def test_dollars_from_the_price_table_and_gpu_hours_from_the_serving_model():
     figures = {"requests": 10, "prompt": 1_000_000, "completion": 100_000, "cached_prompt": 400_000}
     hosted = Job("t", "teacher", "bfcl", "hosted", "openai:some-model")
     assert pricing.dollars(hosted.spec, figures) == pytest.approx(0.6 * 2.0 + 0.4 * 0.5 + 0.1 * 8.0)
+    # which key pays does not change the price
+    assert pricing.dollars("openai:some-model#key=TEAM_KEY", figures) == pricing.dollars(hosted.spec, figures)
     served = Job("s", "student", "bfcl", "served", "vllm:Some/Model")
     # one request in flight: each of the 100k written tokens streams the 2 GB of weights and its ~105k tokens of KV
     # at 0.5 x 2 TB/s x 2 GPUs; 700k uncached prompt and written tokens at 2 GFLOP each, 0.5 x 100 TFLOPS x 2

@@ -112,6 +112,10 @@ def test_a_config_error_is_a_sentence_naming_the_key_with_a_did_you_mean(overlay
     assert not any(mark in refused for mark in ("^", "(?:", "$'", "Additional properties", "is not one of ["))
 
 
+def test_a_null_name_is_refused_rather_than_read_as_the_embedded_default():
+    assert refusal(MINE | {"name": None}).startswith("config: name: null cannot remove the name")
+
+
 @pytest.mark.parametrize("name", ["tables", "logs", "bfcl"])
 def test_a_config_may_not_be_named_after_a_folder_of_results(name):
     assert refusal(MINE | {"name": name}).startswith(f"config: name: '{name}' is a folder of results/ already")

@@ -24,6 +24,7 @@ from typing import Any
 from amd.core.registry import load_target
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import run_method
+from amd.llm.specs import price_name
 from amd.memory.writing import RULES
 
 PRICE_FILE = files("amd.reference_data") / "prices.csv"
@@ -71,7 +72,7 @@ def dollars(usage: Usage) -> float | None:
         return None
     if not usage.spec.startswith(HOSTED) or usage.tokens == 0:
         return 0.0
-    price = price_table().get(usage.spec)
+    price = price_table().get(price_name(usage.spec))
     if price is None:
         return None
     cached = usage.cached_prompt if price.cached_input is not None else 0
@@ -85,7 +86,7 @@ def run_cost(records: list[TrajectoryRecord], run_path) -> dict:
     rows = [asdict(usage) | {"tokens": usage.tokens, "usd": dollars(usage)} for usage in parts]
     for row in rows:
         if row["tokens"] is not None and row["usd"] is None:
-            notes.append(f"{row['role']}: no price for {row['spec']} in {PRICE_FILE.name}: add its row (USD per "
+            notes.append(f"{row['role']}: no price for {price_name(row['spec'])} in {PRICE_FILE.name}: add its row (USD per "
                          "million tokens, with date and source)")
     known = all(row["tokens"] is not None for row in rows)
     return {"tokens": sum(row["tokens"] for row in rows) if known else None,

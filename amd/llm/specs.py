@@ -92,6 +92,12 @@ KNOWN_FORMS = ("oracle (an agent that replays the ground truth, no model), rules
 SPEC_KINDS = ("oracle", "rules", *(f"{kind}:" for kind in MODEL_KINDS))
 
 
+def price_name(spec: str) -> str:
+    """The name a spec's price is listed under: the spec less its `#key=VAR` (which key pays does not change what a
+    model costs; the endpoint may, so an `@URL` stays)."""
+    return spec.partition("#")[0]
+
+
 def parse_spec(spec: str, served: bool = False) -> ModelSpec:
     """The parts of a spec. `served`: a spec the workflow serves itself (`serve` in the config), vllm:MODEL alone,
     whose URL the workflow fills in when its server is up."""

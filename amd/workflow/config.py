@@ -46,6 +46,9 @@ def active_config(overlay: dict, folder: Path = CONFIG_DIR) -> dict:
     """The config a run of the workflow uses: folder/base.yaml, then folder/config.yaml (the embedded default) unless
     `overlay` (the --configfile files, merged as Snakemake merges them) has a `name` of its own, then `overlay`.
     A missing file counts as empty (a workflow folder of one's own may hold only config.yaml)."""
+    if "name" in overlay and overlay["name"] is None:
+        raise ConfigError("config: name: null cannot remove the name: give your config a name of its own, or leave "
+                          "`name` out to tweak the embedded default")
     default = read_config(folder / DEFAULT_FILE)
     own_name = overlay.get("name", default.get("name")) != default.get("name")
     layers = [read_config(folder / BASE_FILE), *([] if own_name else [default]), overlay]

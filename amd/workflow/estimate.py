@@ -30,6 +30,7 @@ import pandas as pd
 from amd.analysis.runs import model_name
 from amd.core.errors import AmdError
 from amd.core.vocabulary import ZERO_SHOT
+from amd.llm.specs import price_name
 from amd.workflow.jobs import Job, TaskPools, grid_jobs
 from amd.workflow.serving import ServingModel, Work
 
@@ -228,9 +229,10 @@ class Pricing:
     def dollars(self, spec: str, figures: dict) -> float | None:
         if not spec.startswith("openai:") or not figures.get("requests"):
             return 0.0 if figures else None
-        price = self.prices.get(spec)
+        listed = price_name(spec)
+        price = self.prices.get(listed)
         if price is None or price["input"] is None or price["output"] is None:
-            self.notes.append(f'no price for {spec}: fill in estimate.prices["{spec}"] (input, output USD per '
+            self.notes.append(f'no price for {listed}: fill in estimate.prices["{listed}"] (input, output USD per '
                               "million tokens and their source)")
             return None
         cached_price = price.get("cached_input")
