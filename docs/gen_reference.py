@@ -73,6 +73,11 @@ def cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
 
 
+def code(text) -> str:
+    """`text` as a Markdown code span; one that holds a backtick is fenced by two."""
+    return f"`` {text} ``" if "`" in str(text) else f"`{text}`"
+
+
 # ---- the config ------------------------------------------------------------------------------------------------
 
 def config_rows(schema: dict) -> Iterator[tuple[str, dict]]:
@@ -103,9 +108,9 @@ def config_rows(schema: dict) -> Iterator[tuple[str, dict]]:
 
 def type_words(node: dict) -> str:
     if "enum" in node:
-        return "one of " + ", ".join(f"`{value}`" for value in node["enum"])
+        return "one of " + ", ".join(code(value) for value in node["enum"])
     if "forms" in node:
-        return f"{node.get('title', 'text')}: " + ", ".join(f"`{form}`" for form in node["forms"])
+        return f"{node.get('title', 'text')}: " + ", ".join(code(form) for form in node["forms"])
     if "oneOf" in node:
         return " or ".join(type_words(choice) for choice in node["oneOf"])
     kinds = node.get("type", "object" if "properties" in node else "")
@@ -182,7 +187,9 @@ def cli_reference() -> str:
     parser = amd_parser()
     lines = ["# Command reference", "",
              ("Every command of `amd` and every option, generated from its parsers. Each Snakemake rule is one of "
-             "these calls; `amd COMMAND --help` prints the same."), ""]
+             "these calls; `amd COMMAND --help` prints the same. The names listed (benchmarks, memory methods and "
+             "configs, tables, figures) are those registered in this tree when the site was built: a plug-in "
+             "installed beside amd adds its own, and `amd COMMAND --help` lists them."), ""]
     for command, help_text, sub in commands(parser):
         rows = list(option_rows(sub))
         lines += [f"## `{command}`", "", cell(help_text), "", "```", sub.format_usage().strip(), "```", ""]
