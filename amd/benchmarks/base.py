@@ -165,7 +165,7 @@ class Benchmark(Protocol):
         ...
 
     def data_version(self) -> dict[str, Any]:
-        """{"package": "name==version", "sha256": <data file hash>, ...}: the trajectory's `data_version`."""
+        """`{"package": "name==version", "sha256": "<data file hash>", ...}`: the trajectory's `data_version`."""
         ...
 
     def start(self, task_id: str) -> Episode:

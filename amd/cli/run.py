@@ -25,6 +25,7 @@ from amd.core.vocabulary import (
     method_specs,
     option_flags,
 )
+from amd.llm.specs import MODEL_FORMS
 
 log = logging.getLogger("amd.run")
 
@@ -40,8 +41,9 @@ def add_run_arguments(run) -> None:
     run.add_argument("benchmark", help=", ".join(
         entry.name + ("" if entry.target else " (declared)") for entry in BENCHMARKS.entries()))
     run.add_argument("--agent", required=True,
-                     help=" | ".join([*(name for name in AGENTS.names() if name != "model"), "openai:MODEL",
-                                      "vllm:MODEL@http://host:port/v1", "local:qwen2.5-coder-0.5b"]))
+                     help=" | ".join([*(name for name in AGENTS.names() if name != "model"),
+                                      *(form for form in MODEL_FORMS if "serve" not in form)])
+                     + " (an openai: or vllm: spec may end in #key=VAR, the variable that holds its key)")
     run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
     run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the benchmark (each benchmark says which it takes)")
