@@ -11,6 +11,8 @@ APPWORLD_VENV := .venv-appworld
 APPWORLD_STAMP := $(APPWORLD_VENV)/.amd-installed
 APPWORLD_PIN := appworld==0.1.3.post1
 export PATH := $(BIN):$(PATH)
+# make test runs a test file per worker, one worker per core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
 
 # ToolSandbox (apple/ToolSandbox, Apple's sample-code licence) pins openai 1.17, numpy 1.26, transformers 4.41 and
 # more, so it gets its own environment, never ours; amd reaches it through a worker process. Installed from the
@@ -65,7 +67,7 @@ run: venv model-1.5b
 	$(BIN)/snakemake --cores 8 all
 
 test: venv toolsandbox-if-available appworld-venv-or-skip
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest -m slow
