@@ -58,6 +58,10 @@ def wait_for(path: Path, process: subprocess.Popen) -> None:
 # 1. One writer per output
 
 
+def holder_file(out: Path) -> Path:
+    return out.parent / ".locks" / f"{out.name}.lock.holder"
+
+
 def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is_taken_over(tmp_path):
     out = tmp_path / "run.jsonl"
     released = threading.Event()
@@ -71,7 +75,7 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is
         argv = ["run", "bfcl", "--agent", f"vllm:m@{server.url}", "--tasks", ",".join(TASKS), "--out", out,
                 "--request-timeout", "60", "--no-progress"]
         first = amd_process(*argv)
-        wait_for(Path(f"{out}.lock.holder"), first)
+        wait_for(holder_file(out), first)
         second = amd_process(*argv)  # the first holds the lock while it waits for its reply
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2
@@ -84,7 +88,8 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is
         _, err = third.communicate(timeout=300)
     assert third.returncode == 0, err[-3000:]
     assert [record["task_id"] for record in read_run(out)] == TASKS
-    assert not Path(f"{out}.lock.holder").exists()  # released: the next writer names itself afresh
+    assert not holder_file(out).exists()  # released: the next writer names itself afresh
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith((".lock", ".holder"))]  # in .locks/
 
 
 def test_two_runs_started_together_leave_one_run_with_each_task_once(tmp_path):

@@ -56,13 +56,14 @@ def sole_writer(path, command: str):
     """Hold the lock that makes this process the only writer of `path` for the body; a second writer is refused
     at once, naming the holder.
 
-    The lock is an flock on PATH.lock (filelock), so the kernel releases it when its holder ends, however it ends:
-    a stale lock of a dead process is simply free. The holder names itself (pid, host, command, start time) in
-    PATH.lock.holder, read only to explain a refusal."""
+    The lock is an flock (filelock) on the output's lock file (lock_file), so the kernel releases it when its holder
+    ends, however it ends: a stale lock of a dead process is simply free. The holder names itself (pid, host,
+    command, start time) in the lock file's `.holder` twin, read only to explain a refusal."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(f"{path}.lock", timeout=0)
-    holder = Path(f"{path}.lock.holder")
+    lock_path = lock_file(path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path, timeout=0)
+    holder = lock_path.with_name(lock_path.name + ".holder")
     try:
         lock.acquire()
     except Timeout:
@@ -81,6 +82,13 @@ def sole_writer(path, command: str):
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
+
+
+def lock_file(path: Path) -> Path:
+    """Where the lock of output `path` lies: .locks/NAME.lock beside it, out of the way of the results. It stays
+    after its holder ends (removing an flock's file while another process may be opening it would let two writers
+    lock two files)."""
+    return path.parent / ".locks" / f"{path.name}.lock"
 
 
 def _describe_holder(holder: Path) -> str:
