@@ -75,9 +75,15 @@ def dollars(usage: Usage) -> float | None:
     price = price_table().get(price_name(usage.spec))
     if price is None:
         return None
-    cached = usage.cached_prompt if price.cached_input is not None else 0
-    return ((usage.prompt - cached) * price.input + cached * (price.cached_input or 0)
-            + usage.completion * price.output) / 1e6
+    return priced(usage.prompt, usage.cached_prompt, usage.completion, price.input, price.cached_input, price.output)
+
+
+def priced(prompt: int, cached_prompt: int, completion: int, input_usd: float, cached_input_usd: float | None,
+           output_usd: float) -> float:
+    """US dollars of these tokens at these prices per million tokens. Cached prompt tokens are billed at their own
+    price where the model has one, else as any prompt token."""
+    cached = cached_prompt if cached_input_usd is not None else 0
+    return ((prompt - cached) * input_usd + cached * (cached_input_usd or 0) + completion * output_usd) / 1e6
 
 
 def run_cost(records: list[TrajectoryRecord], run_path) -> dict:

@@ -117,9 +117,9 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
 def run_from_args(args, choose=None) -> int:
     """`amd run`; `choose(task_ids)`, where given, narrows the tasks once every other selection is made (amd probe)."""
     _check_positive(args)
-    from amd.memory.cli import parse_options
+    from amd.memory.cli import key_values
 
-    options = parse_options(args.benchmark_option, "--benchmark-option")
+    options = key_values(args.benchmark_option, "--benchmark-option")
     if args.user_model and options.setdefault("user_model", args.user_model) != args.user_model:
         raise AmdError("--user-model and --benchmark-option user_model name different models")
     with contextlib.closing(create_benchmark(args.benchmark, **options)) as benchmark:
@@ -179,10 +179,10 @@ def _memory(args, k: dict, delta: dict):
         return None, {"config": ZERO_SHOT, "bank": None}
     if not args.memory:
         raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
-    from amd.memory.cli import parse_options
+    from amd.memory.cli import key_values
     from amd.memory.method import open_memory
 
-    options = parse_options(args.memory_option, "--memory-option")
+    options = key_values(args.memory_option, "--memory-option")
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
                         split_seed=args.split_seed, options=options)
     assert hooks is not None  # None only for zero_shot, handled above

@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     query.set_defaults(handler=run_query)
 
 
-def parse_options(items: list[str], flag: str = "--option") -> dict:
+def key_values(items: list[str], flag: str = "--option") -> dict:
     """['key=value', ...] -> {key: value}; the value may itself hold '='."""
     options = {}
     for item in items:
@@ -83,8 +83,8 @@ def run_build(args) -> int:
         raise AmdError(f"--writer-params must be a JSON object, got {args.writer_params!r}")
     writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.method, args.writer, args.embedder, args.out, writer_params,
-                          parse_options(args.option), args.writer_concurrency,
-                          parse_options(args.benchmark_option, "--benchmark-option"))
+                          key_values(args.option), args.writer_concurrency,
+                          key_values(args.benchmark_option, "--benchmark-option"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
     print(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
     return 0

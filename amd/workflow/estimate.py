@@ -27,11 +27,13 @@ from typing import Any
 
 import pandas as pd
 
+from amd.analysis.cost import priced
 from amd.analysis.runs import model_name
 from amd.core.errors import AmdError
 from amd.core.vocabulary import ZERO_SHOT
 from amd.llm.specs import price_name
 from amd.workflow.jobs import Job, TaskPools, grid_jobs
+from amd.workflow.servers import server_gpus
 from amd.workflow.serving import ServingModel, Work
 
 log = logging.getLogger("amd.plan")
@@ -235,10 +237,8 @@ class Pricing:
             self.notes.append(f'no price for {listed}: fill in estimate.prices["{listed}"] (input, output USD per '
                               "million tokens and their source)")
             return None
-        cached_price = price.get("cached_input")
-        cached = figures["cached_prompt"] if cached_price is not None else 0
-        return ((figures["prompt"] - cached) * price["input"] + cached * (cached_price or 0)
-                + figures["completion"] * price["output"]) / 1e6
+        return priced(figures["prompt"], figures["cached_prompt"], figures["completion"], price["input"],
+                      price.get("cached_input"), price["output"])
 
     def gpu_hours(self, job: Job, served: dict | None, figures: dict) -> float | None:
         """The job on a server of its own (amd.workflow.serving), its requests in flight its concurrency."""
@@ -253,7 +253,7 @@ class Pricing:
             return None
         load = self.grid.servers.nodes[job.path].load if job.path in self.grid.servers.nodes else 1
         work = Work(figures["requests"], figures["prompt"], figures["cached_prompt"], figures["completion"], load)
-        return self.serving.hours(job.spec, served.get("gpus", 1), work)
+        return self.serving.hours(job.spec, server_gpus(served), work)
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:

@@ -35,7 +35,7 @@ from amd.workflow.config import (
     without_nulls,
 )
 from amd.workflow.named import makers, own_experiments, refusal
-from amd.workflow.servers import ServerPlan, server_agent, solo_server
+from amd.workflow.servers import ServerPlan, server_agent, server_gpus, solo_server
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -469,7 +469,7 @@ class Grid:
         return args.serve_flags(entry["spec"], entry["serve"])
 
     def server_gpus(self, wildcards) -> int:
-        return self.agent(server_agent(wildcards.server))["serve"].get("gpus", 1)
+        return server_gpus(self.agent(server_agent(wildcards.server))["serve"])
 
     @staticmethod
     def server_own_group(wildcards) -> str:

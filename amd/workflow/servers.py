@@ -23,6 +23,11 @@ DEFAULT_MAX_IN_FLIGHT = 64  # requests in flight per server where `serve.max_in_
 WRITER_CONCURRENCY = 4  # `amd memory build --writer-concurrency` (its default; the workflow does not set it)
 
 
+def server_gpus(serve: dict) -> int:
+    """GPUs of one server of an agent's `serve:` entry (`serve.gpus`, 1 where not given)."""
+    return int(serve.get("gpus", 1))
+
+
 @dataclass(frozen=True)
 class Node:
     """A job of the grid as far as servers care: what it makes, who calls a model in it, what it waits for."""

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from amd.workflow.servers import server_gpus
+
 KV_MEMORY_SHARE = 0.9  # of GPU memory vLLM may use (its --gpu-memory-utilization default), weights first
 MODEL_KEYS = ("params_b", "kv_kib_per_token")
 GPU_KEYS = ("memory_gb", "hbm_tb_per_s", "bf16_tflops", "bandwidth_efficiency", "compute_efficiency", "startup_s")
@@ -121,7 +123,7 @@ def _server(grid, plan, rows, name: str, paths: list[str], shared: bool) -> Serv
         work.add(rows.loc[path], plan.nodes[path].load)
     if shared:
         work.in_flight = min(work.in_flight, plan.max_in_flight(agent))
-    return Server(name, entry["spec"], entry["serve"].get("gpus", 1), plan.depth(paths[0]), work)
+    return Server(name, entry["spec"], server_gpus(entry["serve"]), plan.depth(paths[0]), work)
 
 
 def _summary(label: str, servers: list[Server], model: ServingModel, node_gpus: int) -> dict:
