@@ -11,7 +11,8 @@ APPWORLD_VENV := .venv-appworld
 APPWORLD_STAMP := $(APPWORLD_VENV)/.amd-installed
 APPWORLD_PIN := appworld==0.1.3.post1
 export PATH := $(BIN):$(PATH)
-# make test runs a test file per worker, one worker per core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
+# The tests run a test file per worker, one worker per core (pytest-xdist; the files with the most tests first, so
+# the real-vLLM file, which keeps one core, starts at once); TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= auto
 
 # ToolSandbox (apple/ToolSandbox, Apple's sample-code licence) pins openai 1.17, numpy 1.26, transformers 4.41 and
@@ -70,10 +71,10 @@ test: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: venv toolsandbox-if-available appworld-venv-or-skip
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m slow -n $(TEST_WORKERS) --dist loadfile
 
 test-all: venv toolsandbox-if-available appworld-venv-or-skip
-	$(BIN)/pytest -m ""
+	$(BIN)/pytest -m "" -n $(TEST_WORKERS) --dist loadfile
 
 toolsandbox: $(TS_STAMP)
 
