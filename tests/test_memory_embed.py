@@ -138,3 +138,22 @@ def test_vectors_of_two_servers_serving_one_model_name_are_cached_apart(monkeypa
     assert vectors[0].tolist() == [1.0, 0.0] and vectors[1].tolist() == [0.0, 1.0] == vectors[2].tolist()[::-1]
     monkeypatch.delenv("OPENAI_BASE_URL")
     assert embed.OpenAIEmbedder("text-embedding-3-small").identity == "openai:text-embedding-3-small"
+
+
+def test_an_embedder_spec_may_name_its_own_endpoint_and_key_variable(monkeypatch):
+    """openai:MODEL@URL#key=VAR, as for a chat model: the key from VAR goes to that endpoint, OPENAI_* are not read."""
+    from scripted_server import ScriptedServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-global")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # a port nobody listens on
+    monkeypatch.delenv("EMBED_KEY", raising=False)
+    with ScriptedServer(embed=lambda text: [0.6, 0.8]) as server:
+        spec = f"openai:text-embedding-3-small@{server.url}#key=EMBED_KEY"
+        embedder = embed.OpenAIEmbedder(spec.removeprefix("openai:"))
+        embedder.dim = 2
+        with pytest.raises(AmdError, match="environment variable EMBED_KEY, which is not set"):
+            embedder.embed(["text"])
+        monkeypatch.setenv("EMBED_KEY", "sk-own")
+        assert embedder.embed(["text"])[0].tolist() == pytest.approx([0.6, 0.8])
+        assert [r.headers["authorization"] for r in server.requests] == ["Bearer sk-own"]
+        assert embedder.identity == f"openai:text-embedding-3-small@{server.url.rstrip('/')}"

