@@ -46,7 +46,7 @@ from amd.benchmarks.base import (
 from amd.core.errors import AmdError
 from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
 from amd.core.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
-from amd.core.trajectory import TrajectoryRecord
+from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, TrajectoryRecord
 from amd.core.vocabulary import MemoryConfig
 
 if TYPE_CHECKING:
@@ -89,12 +89,15 @@ __all__ = [
     "ChatReply",
     "Config",
     "Episode",
+    "EpisodeRecord",
     "ExecutedCall",
     "FunctionInfo",
     "Injection",
+    "InjectionRecord",
     "MemoryConfig",
     "MemoryHooks",
     "MemoryMethod",
+    "MemoryQuery",
     "MemoryType",
     "MethodSpec",
     "Option",

@@ -18,7 +18,10 @@ PAIRS = [(trajectory.TrajectoryRecord, SCHEMA), (trajectory.DataVersion, SCHEMA[
          (trajectory.Turn, SCHEMA["properties"]["turns"]["items"]), (trajectory.Tokens, SCHEMA["properties"]["tokens"]),
          (trajectory.StepCaps, SCHEMA["properties"]["step_caps"]),
          (trajectory.Step, SCHEMA["$defs"]["step"]), (trajectory.Call, SCHEMA["$defs"]["call"]),
-         (trajectory.InjectionRecord, SCHEMA["$defs"]["injection"])]
+         (trajectory.InjectionRecord, SCHEMA["$defs"]["injection"]),
+         (trajectory.MemoryQuery, SCHEMA["properties"]["memory_queries"]["items"]),
+         (trajectory.MemoryCalls, SCHEMA["properties"]["memory_calls"]),
+         (trajectory.UserCalls, SCHEMA["properties"]["user_calls"])]
 
 
 @pytest.mark.parametrize("typed,schema", PAIRS, ids=[typed.__name__ for typed, _ in PAIRS])
@@ -26,6 +29,12 @@ def test_typed_record_mirrors_the_schema(typed, schema):
     hints = typing.get_type_hints(typed)
     assert set(hints) == set(schema["properties"])
     assert typed.__required_keys__ == set(schema.get("required", []))
+
+
+def test_a_record_is_its_run_header_and_its_episode_part():
+    header, episode = typing.get_type_hints(trajectory.RunHeader), typing.get_type_hints(trajectory.EpisodeRecord)
+    assert not set(header) & set(episode)
+    assert set(header) | set(episode) | {"memory_calls"} == set(typing.get_type_hints(trajectory.TrajectoryRecord))
 
 
 def older_record(task_id: str, params: dict, memory: dict) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amd.benchmarks.base import Benchmark
-from amd.core.trajectory import TrajectoryRecord
+from amd.core.trajectory import InjectionRecord, MemoryQuery, TrajectoryRecord
 
 if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
     from amd.llm.base import Chat
@@ -32,13 +32,13 @@ class Injection:
 
     text: str = ""  # what the agent sees ("" for nothing)
     # What was injected (the trajectory's injection records): type, entry_id, source_task_id, similarity, query
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[InjectionRecord] = field(default_factory=list)
     # What the method decided beside its injections (a checked decomposition, hints it withheld); recorded as the
     # trajectory's `memory_details` (task start) or the step's (after an error) when not empty.
     details: dict[str, Any] = field(default_factory=dict)
     # What each retrieval query saw (amd.memory.method.query_record: type, query, entries found at or above δ, the
     # best similarity even below it), recorded as the trajectory's `memory_queries`: how hard δ holds memory back.
-    queries: list[dict[str, Any]] = field(default_factory=list)
+    queries: list[MemoryQuery] = field(default_factory=list)
     # Where it goes (the paper's and its release's placements): at task start, `first` puts the text before the
     # system prompt instead of after it; at a user turn, `in_system` puts it in the system prompt, replacing the
     # previous turn's, instead of after the user message (the release's BFCL `system_replace`).

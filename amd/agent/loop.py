@@ -12,12 +12,12 @@ points: the system prompt at start, each user turn, after an error (`amd.agent.h
 
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from amd.agent.base import Agent
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
 from amd.benchmarks.base import Episode, counted_success
-from amd.core.trajectory import InjectionRecord, Step, Turn
+from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, Step, StepCaps, Turn
 
 
 @dataclass
@@ -35,7 +35,7 @@ class _ModelFailure(Exception):
 
 
 def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContext,
-                memory: MemoryHooks | None = None) -> dict[str, Any]:
+                memory: MemoryHooks | None = None) -> EpisodeRecord:
     """Run one task to the end and return the task part of its trajectory record."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
@@ -52,13 +52,11 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
         status, error = "model_error", str(exc)
     verdict = episode.score()
     steps = [step for turn in turns for step in turn["steps"]]
-    return {
+    record: EpisodeRecord = {
         "task_id": episode.task_id,
         "task_group": task.task_group,
         "instruction": episode.instruction,
         "system_memory": system.records,
-        **({"memory_details": system.details} if system.details else {}),
-        **({"memory_queries": queries} if memory is not None else {}),
         "turns": turns,
         "decoded_calls": verdict.decoded_calls,
         "success": counted_success(verdict.success, status, verdict.step_limit_scored),
@@ -67,14 +65,22 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
         "error": error,
         "n_steps": len(steps),
         "step_caps": step_caps(episode, limits),
-        "tokens": {key: sum(s["tokens"][key] for s in steps) for key in ("prompt", "completion", "cached_prompt")},
+        "tokens": {"prompt": sum(s["tokens"]["prompt"] for s in steps),
+                   "completion": sum(s["tokens"]["completion"] for s in steps),
+                   "cached_prompt": sum(s["tokens"]["cached_prompt"] for s in steps)},
         "model_requests": sum(requests),
-        **({"user_calls": verdict.user_calls} if verdict.user_calls else {}),
         "wall_time_s": round(time.monotonic() - started, 3),
     }
+    if system.details:
+        record["memory_details"] = system.details
+    if memory is not None:
+        record["memory_queries"] = queries
+    if verdict.user_calls:
+        record["user_calls"] = verdict.user_calls
+    return record
 
 
-def step_caps(episode: Episode, limits: Limits) -> dict[str, int | None]:
+def step_caps(episode: Episode, limits: Limits) -> StepCaps:
     """The caps as they apply to this episode (the record's `step_caps`): the task's (None in an official turn loop,
     which caps turns only) and a turn's executed steps (the task's cap where the harness caps only the task)."""
     return {"max_steps": None if episode.official_turns else limits.max_steps,
@@ -92,7 +98,7 @@ class _Taken:
     requests."""
 
     turns: list[Turn]
-    queries: list[dict[str, Any]]
+    queries: list[MemoryQuery]
     requests: list[int]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from amd.core.errors import AmdError
-from amd.core.trajectory import TrajectoryRecord
+from amd.core.trajectory import TrajectoryRecord, UserCalls
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
 
@@ -81,7 +81,7 @@ class Verdict:
     details: dict[str, Any]
     decoded_calls: list[Any]  # per turn, per step, canonical call strings
     step_limit_scored: bool = False  # see counted_success
-    user_calls: dict[str, Any] | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
+    user_calls: UserCalls | None = None  # a simulated user's model: its spec, replies, requests and tokens in the task
 
 
 def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool:

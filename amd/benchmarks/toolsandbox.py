@@ -47,6 +47,7 @@ from amd.benchmarks.parsing import parse_reply
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.prompts import load_prompt
+from amd.core.trajectory import UserCalls
 
 WORKER = Path(__file__).with_name("toolsandbox_worker.py")
 DEFAULT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-toolsandbox" / "bin" / "python"
@@ -151,7 +152,7 @@ class ToolSandboxEpisode(Episode):
         self._worker, self._user, self._release = worker, user, release
         self._ended: str | None = None  # how the conversation ended, once it has
         self._calls_sent = 0
-        self._user_calls = {"spec": user.model.spec, "replies": 0, "requests": 0, "prompt": 0, "completion": 0,
+        self._user_calls: UserCalls = {"spec": user.model.spec, "replies": 0, "requests": 0, "prompt": 0, "completion": 0,
                             "cached_prompt": 0}  # what the user simulator took in this task
         self.decoded_calls: list[list[list[str]]] = []  # per turn, per step, the calls ToolSandbox executed
         first = self._request({"op": "start", "scenario": task_id})
@@ -258,7 +259,7 @@ class UserSimulator:
     def __init__(self, model):
         self.model = model
 
-    def answer(self, ask: dict, usage: dict | None = None) -> dict:
+    def answer(self, ask: dict, usage: UserCalls | None = None) -> dict:
         """The user's reply to ToolSandbox's ask; its replies, requests and tokens are added to `usage`."""
         tools = ask.get("tools") or None
         messages = ask["messages"]
@@ -266,8 +267,12 @@ class UserSimulator:
             messages = _tools_in_prompt(messages, tools)
         reply = self.model.chat(messages, tools)
         if usage is not None:
-            for key, value in reply.usage().items():
-                usage[key] += int(value)
+            counted = reply.usage()
+            usage["replies"] += counted["replies"]
+            usage["requests"] += counted["requests"]
+            usage["prompt"] += counted["prompt"]
+            usage["completion"] += counted["completion"]
+            usage["cached_prompt"] = usage.get("cached_prompt", 0) + counted["cached_prompt"]
         if reply.error is not None:  # not ToolSandbox's fault: the task is left out and a rerun retries it
             raise AmdError(f"user model {self.model.spec}: {reply.error}")
         offered = {tool["function"]["name"] for tool in tools or []}

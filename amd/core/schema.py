@@ -7,8 +7,10 @@ methods add to it (their specs' `record_fields`); this module reads, validates a
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -38,13 +40,12 @@ def trajectory_schema() -> dict:
     return schema
 
 
-def validate(record: dict, where: str = "record") -> dict:
-    """Return `record` if it is a valid trajectory, else raise AmdError naming the first problem."""
+def validate(record: Mapping[str, Any], where: str = "record") -> None:
+    """Raise AmdError naming the first problem unless `record` is a valid trajectory."""
     error = next(iter(_validator().iter_errors(record)), None)
     if error is not None:
         field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise AmdError(f"{where}: invalid trajectory at {field}: {error.message[:300]}")
-    return record
 
 
 def read_trajectories(path) -> list[TrajectoryRecord]:
@@ -65,7 +66,8 @@ def read_trajectories(path) -> list[TrajectoryRecord]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
-            records.append(upgrade(validate(record, where=f"{path}:{number}")))
+            validate(record, where=f"{path}:{number}")
+            records.append(upgrade(record))
     return records
 
 
@@ -100,7 +102,7 @@ def _run_name(run: list) -> str:
     return f"{benchmark}, agent {agent['spec']}, memory {memory.get('config')}"
 
 
-def append_durably(path, record: dict) -> None:
+def append_durably(path, record: Mapping[str, Any]) -> None:
     """Append one validated record and make it durable before returning. A write that fails part way (a full disk)
     is cut back off, so the file keeps only whole lines."""
     validate(record)

@@ -41,7 +41,10 @@ class MemoryInfo(TypedDict):  # plus the method's own run options and the fields
     pool: NotRequired[dict[str, Any]]  # a bank pooled from several teachers (amd.memory.pool)
 
 
-class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (record_fields)
+class InjectionRecord(TypedDict):
+    """One memory entry shown to the agent (a step's, turn's or the task's `injected_memory`), plus the fields the
+    method's spec adds (record_fields)."""
+
     type: str  # a memory type's name (amd.core.vocabulary)
     entry_id: str
     source_task_id: str  # the leakage audit
@@ -52,6 +55,8 @@ class InjectionRecord(TypedDict):  # plus the fields the method's spec adds (rec
 
 
 class MemoryQuery(TypedDict):
+    """What one retrieval query saw (a record's `memory_queries` item)."""
+
     type: str  # the memory type searched
     query: str
     found: int  # entries returned: at most k, each at or above δ
@@ -112,34 +117,45 @@ class Tokens(TypedDict):
     cached_prompt: NotRequired[int]  # prompt tokens the server took from its prefix cache
 
 
-TrajectoryRecord = TypedDict("TrajectoryRecord", {  # one task of one run: one line of a run file
+RunHeader = TypedDict("RunHeader", {  # what every record of a run file shares: the run's identity
     "schema": str,
-    "task_id": str,
-    "task_group": NotRequired[str],
     "benchmark": str,
     "data_version": DataVersion,
     "agent": AgentInfo,
     "memory": MemoryInfo,
-    "instruction": str,
-    "turns": list[Turn],
-    "system_memory": NotRequired[list[InjectionRecord]],
-    "memory_queries": NotRequired[list[MemoryQuery]],  # every retrieval query of a memory run and what it saw
-    "memory_details": NotRequired[dict[str, Any]],  # what memory decided at task start (e.g. a checked decomposition)
-    "decoded_calls": list[Any],
-    "success": bool,
-    "checker": dict[str, Any],
-    "status": str,
-    "error": NotRequired[str | None],
-    "n_steps": int,
-    "step_caps": NotRequired[StepCaps],
-    "tokens": Tokens,
-    "model_requests": NotRequired[int],
-    "memory_calls": NotRequired[MemoryCalls],
-    "user_calls": NotRequired[UserCalls],  # a simulated user's model (ToolSandbox)
-    "wall_time_s": float,
 })  # functional form: `schema` would shadow a TypedDict class attribute
-TrajectoryRecord.__doc__ = """One finished task of one run, one line of a run's JSONL file (amd/core/trajectory.schema.json says what each field
-means): what a benchmark's `rescore` and a method's `build` read."""
+
+
+class EpisodeRecord(TypedDict):
+    """What one task's episode leaves (amd.agent.loop.run_episode), the task part of a record."""
+
+    task_id: str
+    task_group: NotRequired[str]
+    instruction: str
+    system_memory: NotRequired[list[InjectionRecord]]
+    memory_details: NotRequired[dict[str, Any]]  # what memory decided at task start (e.g. a checked decomposition)
+    memory_queries: NotRequired[list[MemoryQuery]]  # every retrieval query of a memory run and what it saw
+    turns: list[Turn]
+    decoded_calls: list[Any]
+    success: bool
+    checker: dict[str, Any]
+    status: str
+    error: NotRequired[str | None]
+    n_steps: int
+    step_caps: NotRequired[StepCaps]
+    tokens: Tokens
+    model_requests: NotRequired[int]
+    user_calls: NotRequired[UserCalls]  # a simulated user's model (ToolSandbox)
+    wall_time_s: float
+
+
+class TrajectoryRecord(RunHeader, EpisodeRecord):
+    """One finished task of one run, one line of a run's JSONL file (amd/core/trajectory.schema.json says what each
+    field means): what a benchmark's `rescore` and a method's `build` read."""
+
+    memory_calls: NotRequired[MemoryCalls]  # what a memory method asked of the student (the runner counts them)
+
+
 
 
 # ---- older records ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from amd.core.errors import AmdError
 from amd.core.prompts import load_prompt
+from amd.memory.method import first_per_task
 from amd.memory.placeholders import placeholder_for, scrub_free_text
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
 
@@ -25,18 +26,6 @@ SUCCESS, FAILURE = "success", "failure"
 TRAJECTORY_CHARS = 8000  # the release cuts the run shown to MemP's writer at 8,000 characters; we do so for all
 AUDIT_KEYS = ("answers_repaired", "writer_fallbacks")
 _SLOT = re.compile(r"^\s*<[^<>]*>\s*$")
-
-
-def one_per_task(records: list[dict]) -> list[dict]:
-    """Every record, successful or not, the first one per task id (later ones are logged and skipped)."""
-    kept, seen = [], set()
-    for record in records:
-        if record["task_id"] in seen:
-            log.info("%s: skipped a second trajectory of the same task", record["task_id"])
-            continue
-        seen.add(record["task_id"])
-        kept.append(record)
-    return kept
 
 
 def outcome(record: dict) -> str:
@@ -55,7 +44,7 @@ def distill_each_task(method: str, records: list[dict], context, distill) -> tup
     alike), `distill(record, benchmark, chat) -> (entries, writer audit)` over them (a model writer serves several
     at once); returns the entries in record order, the summed audit and the records used."""
     reject_options(method, context.options)
-    used = one_per_task(records)
+    used = first_per_task(records)
     results = context.map(lambda record: distill(record, context.benchmark(record["benchmark"]),
                                                  context.writer.chat), used)
     entries = [entry for record_entries, _ in results for entry in record_entries]

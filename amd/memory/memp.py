@@ -28,6 +28,7 @@ import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.prompts import load_prompt
+from amd.core.trajectory import MemoryQuery
 from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
@@ -178,7 +179,7 @@ class AveFactHooks(BankHooks):
     def task_start(self, task: TaskContext) -> Injection:
         keywords = student_keywords(task)
         mean_keyword = np.mean(self.embedder.embed(keywords), axis=0)  # unit vectors: mean cosine = dot with mean
-        queries: list[dict[str, Any]]
+        queries: list[MemoryQuery]
         query, queries = ", ".join(keywords), []
         hits = self.search_vector(PROCEDURE, mean_keyword, task, query, queries)
         return Injection(render_block([entry for entry, _ in hits]), injection_records(PROCEDURE, hits, query),

@@ -20,7 +20,7 @@ from amd.benchmarks.base import Benchmark
 from amd.core.errors import AmdError
 from amd.core.registry import load_target
 from amd.core.spec import OptionValue, parse_options
-from amd.core.trajectory import TrajectoryRecord
+from amd.core.trajectory import InjectionRecord, MemoryQuery, TrajectoryRecord
 from amd.core.vocabulary import (
     CROSS_SPLITS,
     EXCLUSION_UNITS,
@@ -82,6 +82,18 @@ class BuildContext:
             return list(tqdm(map(distill, records), **progress))
         with ThreadPoolExecutor(self.concurrency) as pool:
             return list(tqdm(pool.map(distill, records), **progress))
+
+
+def first_per_task(records: list[dict], what: str = "trajectory") -> list[dict]:
+    """The first of `records` per task id, in order; later ones are logged (as a second `what`) and skipped."""
+    kept, seen = [], set()
+    for record in records:
+        if record["task_id"] in seen:
+            log.info("%s: skipped a second %s of the same task", record["task_id"], what)
+            continue
+        seen.add(record["task_id"])
+        kept.append(record)
+    return kept
 
 
 @dataclass
@@ -156,13 +168,13 @@ class BankHooks(MemoryHooks):
         return excluded
 
     def search(self, type_name: str, query: str, task: TaskContext,
-               queries: list | None = None) -> list[tuple[dict, float]]:
+               queries: list[MemoryQuery] | None = None) -> list[tuple[dict, float]]:
         """The top-k entries for `query` at or above δ that the task may see; `queries` (an Injection's) gets
         what the search saw (query_record)."""
         return self.search_vector(type_name, self.embedder.embed_one(query), task, query, queries)
 
     def search_vector(self, type_name: str, vector, task: TaskContext, query: str,
-                      queries: list | None = None) -> list[tuple[dict, float]]:
+                      queries: list[MemoryQuery] | None = None) -> list[tuple[dict, float]]:
         """`search` by a query vector (`query`: its text, as recorded)."""
         excluded = self.excluded(task)
         hits = self.bank.search(type_name, vector, self.settings.k[type_name], self.settings.delta[type_name],
@@ -173,16 +185,22 @@ class BankHooks(MemoryHooks):
         return hits
 
 
-def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[dict]:
+def injection_records(type_name: str, hits: list[tuple[dict, float]], query: str) -> list[InjectionRecord]:
     """The trajectory's injection records of `hits` (entry, similarity) retrieved for `query`: type, entry id, the
     source task and group (the leakage audit), the source teacher of a pooled bank, similarity, query."""
-    return [{"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
-             "source_group": entry["source_group"],
-             **({"source_teacher": entry["source_teacher"]} if "source_teacher" in entry else {}),
-             "similarity": round(float(score), 6), "query": query} for entry, score in hits]
+    records = []
+    for entry, score in hits:
+        record: InjectionRecord = {"type": type_name, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+                                   "source_group": entry["source_group"]}
+        if "source_teacher" in entry:
+            record["source_teacher"] = entry["source_teacher"]
+        record["similarity"] = round(float(score), 6)
+        record["query"] = query
+        records.append(record)
+    return records
 
 
-def query_record(type_name: str, query: str, found: int, best: float | None) -> dict:
+def query_record(type_name: str, query: str, found: int, best: float | None) -> MemoryQuery:
     """What one retrieval query saw (a trajectory's `memory_queries` item): entries found (at or above δ, at most
     k) and the best similarity among the entries the task may see, below δ alike (None: it may see none)."""
     return {"type": type_name, "query": query, "found": found, "best": None if best is None else round(float(best), 6)}

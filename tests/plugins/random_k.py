@@ -17,6 +17,7 @@ from amd.api import (
     BankHooks,
     BuildContext,
     Injection,
+    InjectionRecord,
     MemoryConfig,
     MemoryMethod,
     RetrievalSettings,
@@ -65,7 +66,7 @@ class RandomNotes(BankHooks):
         candidates = [entry for entry in self.bank.entries[NOTE] if not excluded.hides(entry)]
         chosen = random.Random(task.task_id).sample(candidates, min(self.settings.k[NOTE], len(candidates)))
         text = self.heading + "\n" + "\n".join(f"- {entry['text']}" for entry in chosen) if chosen else ""
-        records = [{"type": NOTE, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+        records: list[InjectionRecord] = [{"type": NOTE, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
                     "similarity": None, "query": "random"} for entry in chosen]
         return Injection(text, records)
 

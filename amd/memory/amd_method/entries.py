@@ -16,6 +16,7 @@ from amd.core.prompts import benchmark_prompt
 from amd.core.spec import OptionValue, parse_options
 from amd.memory.amd_method import writers
 from amd.memory.amd_method.spec import AMD_TYPES, BUILD_OPTIONS
+from amd.memory.method import first_per_task
 from amd.memory.placeholders import audit_insight
 from amd.memory.steps import (
     OBSERVATION_CHARS,
@@ -84,16 +85,7 @@ class BuildResult:
 
 def successful(records: list[dict]) -> list[dict]:
     """Successful records only, first one per task id (later duplicates are logged and skipped)."""
-    kept, seen = [], set()
-    for record in records:
-        if record["success"] is not True:
-            continue
-        if record["task_id"] in seen:
-            log.info("%s: skipped a second successful trajectory of the same task", record["task_id"])
-            continue
-        seen.add(record["task_id"])
-        kept.append(record)
-    return kept
+    return first_per_task([record for record in records if record["success"] is True], "successful trajectory")
 
 
 def build_entries(record: dict, benchmark, chat=None, types=ALL_TYPES,

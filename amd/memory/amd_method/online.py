@@ -14,7 +14,7 @@ the entry was added during the run) and `rank_penalty` (where it ranks below its
 """
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.core.errors import AmdError
@@ -90,7 +90,8 @@ class OnlineAmdHooks(AmdHooks):
         return self._marked(super().after_error(task, failing_functions))
 
     def _marked(self, injection: Injection) -> Injection:
-        for record in injection.records:
+        for injected in injection.records:
+            record = cast(dict[str, Any], injected)  # the fields of the spec's record_fields, beside the common ones
             record["online"] = record["entry_id"] in self.bank.online_ids
             penalty = self.bank.penalty(record["entry_id"])
             if penalty:

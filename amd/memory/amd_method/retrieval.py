@@ -30,7 +30,7 @@ import numpy as np
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.errors import AmdError
 from amd.core.prompts import benchmark_prompt
-from amd.core.trajectory import recorded
+from amd.core.trajectory import MemoryQuery, recorded
 from amd.memory.amd_method.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd_method.render import check_representation, parse_representation, render_block
 from amd.memory.amd_method.spec import RECORD_DEFAULTS, RUN_OPTIONS
@@ -95,7 +95,7 @@ class AmdHooks(BankHooks):
         with self._errors_lock:
             self._function_errors.pop(task.task_id, None)
         details: dict[str, Any]
-        queries: list[dict[str, Any]]
+        queries: list[MemoryQuery]
         blocks, records, details, queries = [], [], {}, []
         if "workflow" in self.types:
             hits = self.search("workflow", task.instruction, task, queries)
