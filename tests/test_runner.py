@@ -13,6 +13,7 @@ from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import Proposal
 from amd.core.errors import AmdError
 from amd.core.schema import read_trajectories
+from amd.core.trajectory import EpisodeRecord
 
 ORACLE_INFO = {"spec": "oracle", "kind": "oracle", "model": None, "params": {}}
 
@@ -179,6 +180,9 @@ def test_memory_hooks_are_called_and_recorded():
     assert record["system_memory"][0]["entry_id"] == "w1"
     assert record["turns"][0]["steps"][0]["injected_memory"][0]["entry_id"] == "f1"
     assert record["turns"][0]["steps"][0]["error"] and not record["success"]
+    # a record's keys keep the order run files have always had: optional ones among the others, not appended
+    assert list(record) == [key for key in EpisodeRecord.__annotations__ if key in record]
+    assert list(record).index("memory_queries") < list(record).index("turns")
 
 
 def test_the_runner_calls_episode_end_with_every_written_record_in_a_fixed_order(tmp_path):

@@ -17,7 +17,15 @@ from typing import cast
 from amd.agent.base import Agent
 from amd.agent.hooks import Injection, MemoryHooks, TaskContext
 from amd.benchmarks.base import Episode, counted_success
-from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, Step, StepCaps, Turn
+from amd.core.trajectory import (
+    EpisodeRecord,
+    InjectionRecord,
+    MemoryQuery,
+    Step,
+    StepCaps,
+    Turn,
+    in_field_order,
+)
 
 
 @dataclass
@@ -77,7 +85,7 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
         record["memory_queries"] = queries
     if verdict.user_calls:
         record["user_calls"] = verdict.user_calls
-    return record
+    return in_field_order(record)
 
 
 def step_caps(episode: Episode, limits: Limits) -> StepCaps:

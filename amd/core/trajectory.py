@@ -12,7 +12,7 @@ after are the same run (`same_setting`), and files stay as they always were.
 """
 
 from collections.abc import Callable, Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 SCHEMA_NAME = "amd.trajectory/1"
 
@@ -147,6 +147,12 @@ class EpisodeRecord(TypedDict):
     model_requests: NotRequired[int]
     user_calls: NotRequired[UserCalls]  # a simulated user's model (ToolSandbox)
     wall_time_s: float
+
+
+def in_field_order(record: EpisodeRecord) -> EpisodeRecord:
+    """`record` with its keys in the order EpisodeRecord declares them, the order run files have always had."""
+    fields: dict[str, Any] = dict(record)
+    return cast(EpisodeRecord, {key: fields[key] for key in EpisodeRecord.__annotations__ if key in fields})
 
 
 class TrajectoryRecord(RunHeader, EpisodeRecord):
