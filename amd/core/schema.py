@@ -10,13 +10,15 @@ from collections import Counter
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
 from amd.core.errors import AmdError
 from amd.core.files import atomic_file
 from amd.core.trajectory import TrajectoryRecord, upgrade
+
+RecordT = TypeVar("RecordT", bound=Mapping[str, Any])
 
 
 @lru_cache(maxsize=1)
@@ -40,12 +42,13 @@ def trajectory_schema() -> dict:
     return schema
 
 
-def validate(record: Mapping[str, Any], where: str = "record") -> None:
-    """Raise AmdError naming the first problem unless `record` is a valid trajectory."""
+def validate(record: RecordT, where: str = "record") -> RecordT:
+    """Return `record` if it is a valid trajectory, else raise AmdError naming the first problem."""
     error = next(iter(_validator().iter_errors(record)), None)
     if error is not None:
         field = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise AmdError(f"{where}: invalid trajectory at {field}: {error.message[:300]}")
+    return record
 
 
 def read_trajectories(path) -> list[TrajectoryRecord]:
@@ -66,8 +69,7 @@ def read_trajectories(path) -> list[TrajectoryRecord]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
-            validate(record, where=f"{path}:{number}")
-            records.append(upgrade(record))
+            records.append(upgrade(validate(record, where=f"{path}:{number}")))
     return records
 
 
