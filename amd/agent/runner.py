@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tqdm import tqdm
 
@@ -34,7 +34,7 @@ from amd.core.schema import (
     rewrite_sorted,
     write_expected_tasks,
 )
-from amd.core.trajectory import SCHEMA_NAME, RunHeader, TrajectoryRecord, same_setting
+from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 
 log = logging.getLogger("amd.run")
@@ -72,10 +72,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     summary = RunSummary(skipped=len(task_ids) - len(todo))
     if summary.skipped:
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
-    # each part is checked against the schema when a record is written (append_durably)
-    header = cast(RunHeader, {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
-                              "data_version": spec.benchmark.data_version(), "agent": spec.agent_info,
-                              "memory": spec.memory_info})
+    header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
+              "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
     write_lock = threading.Lock()
     bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
                disable=not progress, file=sys.stderr, dynamic_ncols=True,
