@@ -228,8 +228,8 @@ def test_build_settings_are_checked_and_recorded_in_the_manifest(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
     with pytest.raises(AmdError, match="build option observation_chars must be a whole number of at least 20"):
         build_bank([path], "amd", "rules", "hash:64", tmp_path / "bad", options={"observation_chars": "many"})
-    with pytest.raises(AmdError, match="build option insights must be one of reject, trim"):
-        BuildSettings.described("insights=keep")
+    with pytest.raises(AmdError, match="build option insights must be one of reject, trim, keep"):
+        BuildSettings.described("insights=all")
     manifest = build_bank([path], "amd", "rules", "hash:64", tmp_path / "bank",
                           options={"insights": "trim", "observation_chars": "500"})
     assert manifest["build_settings"] == "prompts=generic,insights=trim,observation_chars=500"

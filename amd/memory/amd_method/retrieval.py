@@ -40,6 +40,7 @@ FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a fun
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
 PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
+SUBTASK_VIEWS = RUN_OPTIONS["subtask_view"].choices  # steps: with observations and user turns; calls: calls only
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
@@ -54,6 +55,10 @@ class AmdHooks(BankHooks):
             raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
         self.placement = str(options.get("placement", PLACEMENTS[0]))
         self.fn_doc = bool(options.get("fn_doc", False))
+        self.subtask_view = str(options.get("subtask_view", SUBTASK_VIEWS[0]))
+        self.subtask_calls = int(options.get("subtask_calls", 0))
+        if "subtask_calls" in options and self.subtask_view != "calls":
+            raise AmdError("memory option subtask_calls limits the calls a segment shows: it needs subtask_view=calls")
         benchmarks = bank.manifest.get("benchmarks") or [None]
         self.decompose_prompt = benchmark_prompt("decompose", benchmarks[0]) \
             if options.get("prompts", PROMPT_SETS[0]) == "benchmark" and len(benchmarks) == 1 else "decompose"
@@ -85,7 +90,10 @@ class AmdHooks(BankHooks):
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
                      "per_turn": self.per_turn_subtasks,
                      "turn_memory": "system" if self.subtasks_in_system and self.per_turn_subtasks else "user",
-                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt}
+                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt,
+                     "subtask_view": self.subtask_view}
+        if self.subtask_view == "calls":
+            described["subtask_calls"] = self.subtask_calls
         if self.decompose_samples > 1:  # the samples' temperature only where there are samples
             described |= {"decompose_samples": self.decompose_samples,
                           "decompose_temperature": self.decompose_temperature}
@@ -179,4 +187,5 @@ class AmdHooks(BankHooks):
 
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
-                            with_doc=self.fn_doc)
+                            with_doc=self.fn_doc,
+                            subtask_calls=self.subtask_calls if self.subtask_view == "calls" else None)
