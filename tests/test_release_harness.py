@@ -1,7 +1,6 @@
 """The authors' release's memory harness as switches (docs/findings/harnesses.md): value masking, what a subtask
 entry shows, what it is embedded by, insight length. Each switch off is amd's way, on the release's."""
 
-
 import pytest
 from test_memory_fixtures import all_records, file_and_message_task, write_jsonl
 
@@ -102,8 +101,7 @@ def test_subtask_view_calls_shows_at_most_n_calls_and_no_observations(bank):
     hooks = open_memory(bank, "st_only", options={"subtask_view": "calls", "subtask_calls": 2})
     assert hooks.describe()["subtask_view"] == "calls" and hooks.describe()["subtask_calls"] == 2
     assert "subtask_view" not in open_memory(bank, "st_only").describe()
-    with pytest.raises(AmdError, match="subtask_calls .* needs subtask_view=calls"):
-        open_memory(bank, "st_only", options={"subtask_calls": 2})
+    assert subtask_block(bank, subtask_calls=2) == steps  # a limit on the calls view alone
 
 
 def test_subtask_key_label_description_embeds_the_label_too(tmp_path):
@@ -125,3 +123,21 @@ def test_insights_keep_keeps_a_long_insight_whole(bfcl):
 
     kept = build_entries(all_records()[0], bfcl, chat, types=("workflow",), settings=BuildSettings(insights="keep"))
     assert kept.workflow[0]["insight"] == long_insight and not kept.audit["insights_rejected"]
+
+
+def test_decompose_input_task_gives_the_student_every_known_turn_and_the_tools(bank):
+    asked = []
+
+    def student(messages, **_):
+        asked.append(messages[-1]["content"])
+        return ChatReply(text='["move file to folder"]')
+
+    turns = ["Move 'final_report.pdf' into a new folder called 'archive_2024'.", "Tell USR003 it is archived."]
+    task = TaskContext("new", "new", turns[0], student, turns=turns, tools=["mkdir", "mv", "send_message"])
+    for options in ({}, {"decompose_input": "task"}):
+        hooks = open_memory(bank, "st_only", protocol="shared", delta={"st": -1}, options=options)
+        assert [r["query"] for r in hooks.task_start(task).records] == ["move file to folder"]
+    plain, whole = asked
+    assert turns[0] in plain and turns[1] not in plain and "send_message" not in plain
+    assert all(turn in whole for turn in turns) and "mkdir, mv, send_message" in whole
+    assert open_memory(bank, "st_only", options={"decompose_input": "task"}).describe()["decompose_input"] == "task"

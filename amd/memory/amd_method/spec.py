@@ -58,6 +58,9 @@ RUN_OPTIONS = {
     "fn_doc": Option("bool", "function hints carry each function's doc (its argument and response schema, App. C)"),
     "prompts": Option("text", "benchmark: decompose with the benchmark's own prompt where prompts/ has one (the "
                       "paper's Fig. 15, with a login prior)", choices=("generic", "benchmark")),
+    "decompose_input": Option("text", "what the student decomposes: the instruction (the first user turn), or the "
+                              "task: every user turn known before it starts and the tools' names (the release's "
+                              "BFCL decompose mode)", choices=("instruction", "task")),
     "subtask_view": Option("text", "what a subtask entry shows: its steps with observations and user turns (amd's), "
                            "or its calls only (the release's)", choices=("steps", "calls")),
     "subtask_calls": Option("int", "subtask_view=calls: at most this many calls per segment (the BFCL release: 2; "
@@ -112,7 +115,7 @@ ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
 
 # The run options' fields in a run's `memory`, left out where they hold these (the runs before them hold none)
 RECORD_DEFAULTS = {"turn_memory": "user", "placement": "after", "fn_doc": False, "decompose_prompt": "decompose",
-                   "fn_gate": "always", "subtask_view": "steps"}
+                   "fn_gate": "always", "subtask_view": "steps", "decompose_input": "instruction"}
 TABLES = "amd.memory.amd_method.tables"
 SPEC = MethodSpec(
     name="amd", implementation="amd.memory.amd_method.method:AmdMemory", title="AMD", types=AMD_TYPES,
