@@ -24,6 +24,10 @@ class TaskContext:
     # The run's sampling seed (None without one): a method that samples the student several times derives its
     # per-sample seeds from it (chat(messages, sampling={"seed": ...})), so repeats of a run draw different samples.
     seed: int | None = None
+    # Every user turn known before the task starts (Episode.known_turns; BFCL: all of them) and the tools' names:
+    # what a decomposition of the whole task reads (AMD's run option decompose_input=task)
+    turns: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
 
 
 @dataclass

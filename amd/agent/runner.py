@@ -88,7 +88,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
             task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
-                               spec.agent_info.get("params", {}).get("seed"))
+                               spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
+                               [tool["function"]["name"] for tool in episode.tools])
             record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage

@@ -29,7 +29,7 @@ import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.errors import AmdError
-from amd.core.prompts import benchmark_prompt
+from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.trajectory import MemoryQuery, recorded
 from amd.memory.amd_method.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd_method.render import check_representation, parse_representation, render_block
@@ -40,6 +40,8 @@ FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a fun
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
 PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
+DECOMPOSE_INPUTS = RUN_OPTIONS["decompose_input"].choices  # instruction, or task: every known turn and the tools
+SUBTASK_VIEWS = RUN_OPTIONS["subtask_view"].choices  # steps: with observations and user turns; calls: calls only
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
@@ -54,11 +56,14 @@ class AmdHooks(BankHooks):
             raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
         self.placement = str(options.get("placement", PLACEMENTS[0]))
         self.fn_doc = bool(options.get("fn_doc", False))
+        self.subtask_view = str(options.get("subtask_view", SUBTASK_VIEWS[0]))
+        self.subtask_calls = int(options.get("subtask_calls", 0))  # with subtask_view=calls only
         benchmarks = bank.manifest.get("benchmarks") or [None]
         self.decompose_prompt = benchmark_prompt("decompose", benchmarks[0]) \
             if options.get("prompts", PROMPT_SETS[0]) == "benchmark" and len(benchmarks) == 1 else "decompose"
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
+        self.decompose_input = str(options.get("decompose_input", DECOMPOSE_INPUTS[0]))
         self.decompose_samples = int(options.get("decompose_samples", 1))
         self.decompose_temperature = float(options.get("decompose_temperature", DEFAULT_DECOMPOSE_TEMPERATURE))
         if not self.decompose_temperature > 0:
@@ -85,7 +90,10 @@ class AmdHooks(BankHooks):
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
                      "per_turn": self.per_turn_subtasks,
                      "turn_memory": "system" if self.subtasks_in_system and self.per_turn_subtasks else "user",
-                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt}
+                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt,
+                     "subtask_view": self.subtask_view, "decompose_input": self.decompose_input}
+        if self.subtask_view == "calls":
+            described["subtask_calls"] = self.subtask_calls
         if self.decompose_samples > 1:  # the samples' temperature only where there are samples
             described |= {"decompose_samples": self.decompose_samples,
                           "decompose_temperature": self.decompose_temperature}
@@ -118,11 +126,20 @@ class AmdHooks(BankHooks):
         """The subtask queries, and what a checked decomposition records."""
         if not task.student:
             return [task.instruction], {}
+        decomposed = self._decomposed(task)
         if self.decompose_samples == 1:
-            return decompose_instruction(task.student, task.instruction, self.decompose_prompt), {}
-        checked = checked_decomposition(task.student, task.instruction, self.decompose_samples,
+            return decompose_instruction(task.student, decomposed, self.decompose_prompt), {}
+        checked = checked_decomposition(task.student, decomposed, self.decompose_samples,
                                         self.decompose_temperature, task.seed, self.decompose_prompt)
         return checked.merged, {"decomposition": checked.record()}
+
+    def _decomposed(self, task: TaskContext) -> str:
+        """What the student decomposes: the instruction, or (decompose_input=task) every known user turn and the
+        tools' names."""
+        if self.decompose_input == "instruction":
+            return task.instruction
+        turns = "\n".join(f"{n}. {turn}" for n, turn in enumerate(task.turns or [task.instruction], start=1))
+        return load_prompt("decompose_task_input").format(turns=turns, tools=", ".join(task.tools) or "none").strip()
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
@@ -179,4 +196,5 @@ class AmdHooks(BankHooks):
 
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
-                            with_doc=self.fn_doc)
+                            with_doc=self.fn_doc,
+                            subtask_calls=self.subtask_calls if self.subtask_view == "calls" else None)
