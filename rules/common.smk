@@ -27,12 +27,8 @@ wildcard_constraints:
     table=grid.output_names("table"),
     figure=grid.output_names("figure"),
     target=grid.setup_targets(),
-    server=rf"{layout.NAME}-[A-Za-z0-9_-]+",
 
 
-def served_by(template, role):
-    """A served job's model server: the service file of its batch (rules/serve.smk); none for other jobs. As a
-    service() input its path is recorded as `<service>`, so a job moving to another batch never reruns.
-    """
-    files = grid.server_file(template, role)
-    return lambda wildcards: [service(path) for path in files(wildcards)]
+def batch_outputs(batch):
+    """A model server's batch's outputs (rules/serve.smk), banks as folders."""
+    return [directory(path) if folder else path for path, folder in batch.outputs]

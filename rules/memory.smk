@@ -1,12 +1,11 @@
 # Stage 2: distil the teacher's trajectories into a memory bank of one method (entries and FAISS indexes), in one
-# `amd memory build` call. A writer that is a served agent (a teacher writing its own memory) is served by the job.
-# A teacher pool's bank joins its teachers' banks in one `amd memory pool` call (no model, no re-embedding).
+# `amd memory build` call. A writer that is a served agent (a teacher writing its own memory) builds in its servers'
+# batches (rules/serve.smk). A teacher pool's bank joins its teachers' banks in one `amd memory pool` call (no model, no re-embedding).
 
 
 rule build_memory:
     input:
         trajectories=grid.runs.teacher_run,
-        server=served_by(grid.runs.bank_dir, "writer"),
     output:
         directory(grid.runs.bank_dir),
     log:
@@ -23,28 +22,11 @@ rule build_memory:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,
     params:
-        launch=grid.writer_launch,
-        writer=grid.writer_args,
-        embedder=grid.embedder_args,
-        build=grid.build_args,
-        benchmark=grid.benchmark_options,
+        command=lambda wildcards, output: grid.command(output[0]),
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:
-        "{params.launch}{input.server} amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
-        " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"
-
-
-use rule build_memory as build_memory_served with:
-    wildcard_constraints:
-        teacher=grid.agent_names(),
-        writer=grid.served_agents(),
-    group:
-        grid.server_group(grid.runs.bank_dir, "writer")
-    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
-    resources:
-        llm_api=0,
-        local_llm=0,
+        "{params.command} > {log} 2>&1"
 
 
 rule pool_memory:

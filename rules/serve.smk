@@ -1,25 +1,27 @@
-# Model servers: one vLLM server per batch of a served agent's jobs (amd.workflow.servers), a service job that
-# lives while its batch runs and is terminated after the last job of it. A batch runs at once, as one group (one
-# SLURM job under profiles/slurm); each server takes GPUs of its own (`serve.gpus`, amd.workflow.devices).
+# Model servers: one vLLM server per batch of a served agent's jobs (amd.workflow.servers). A batch is one job:
+# `amd serve-batch` starts its server on GPUs of its own, runs every job of the batch at once against it once it
+# answers (each job's command is the one its rule would run, amd.workflow.grid.Grid.command), and stops it after the
+# last (one SLURM job under profiles/slurm). Why not a Snakemake service job and a group: docs/paper-grid.md.
 
+for batch in grid.batches():
 
-rule serve_model:
-    output:
-        service(grid.runs.server_url),
-    log:
-        grid.own_path("results/logs/servers/{server}.log"),
-    group:
-        grid.server_own_group
-    conda:
-        "../environment.yml"
-    threads: 0
-    resources:
-        gpu=grid.server_gpus,
-    params:
-        serve=grid.server_args,
-    message:
-        "model server {wildcards.server}"
-    shell:
-        # the file exists at once (the batch's jobs wait 5 s for their inputs), naming the process that `exec`
-        # turns into `amd serve` (amd.workflow.serve.STARTING)
-        "echo starting $$ > {output}; exec amd serve {params.serve} --url-file {output} > {log} 2>&1"
+    rule:
+        name:
+            batch.rule
+        input:
+            batch.inputs,
+        output:
+            batch_outputs(batch),
+        log:
+            batch.log,
+        conda:
+            "../environment.yml"
+        threads: 0  # its jobs wait on their server: their number is set by serve.max_in_flight, not by --cores
+        resources:
+            gpu=batch.gpus,
+        params:
+            batch=batch.arguments,
+        message:
+            f"model server {batch.name}: {len(batch.outputs)} jobs at once"
+        shell:
+            "amd serve-batch {params.batch} > {log} 2>&1"

@@ -1,10 +1,10 @@
-# Stage 3: the student runs its tasks, zero-shot or with a memory bank of its config's method.
+# Stage 3: the student runs its tasks, zero-shot or with a memory bank of its config's method. A served student's
+# runs are jobs of its model servers' batches (rules/serve.smk).
 
 
 rule run_student_zero_shot:
     input:
         setup=grid.setup_done,
-        server=served_by(grid.runs.zero_shot_run, "student"),
     output:
         grid.runs.zero_shot_run,
     log:
@@ -20,26 +20,11 @@ rule run_student_zero_shot:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        launch=lambda wc: grid.launch(wc.student),
-        agent=lambda wc: grid.agent_args(wc.student),
-        run=lambda wc: grid.run_args(wc.student, wc.benchmark),
-        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
+        command=lambda wildcards, output: grid.command(output[0]),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
-        "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} --seed {wildcards.seed} --no-progress > {log} 2>&1"
-
-
-use rule run_student_zero_shot as run_student_zero_shot_served with:
-    wildcard_constraints:
-        student=grid.served_agents(),
-    group:
-        grid.server_group(grid.runs.zero_shot_run, "student")
-    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
-    resources:
-        local_llm=0,
-        llm_api=0,
+        "{params.command} > {log} 2>&1"
 
 
 rule run_student_memory:
@@ -48,7 +33,6 @@ rule run_student_memory:
         setup=grid.setup_done,
         # the run of another config of the same cell that the method's spec puts first (e.g. online after frozen)
         after=grid.runs_first,
-        server=served_by(grid.runs.memory_run, "student"),
     output:
         grid.runs.memory_run,
     log:
@@ -65,26 +49,8 @@ rule run_student_memory:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        launch=lambda wc: grid.launch(wc.student),
-        agent=lambda wc: grid.agent_args(wc.student),
-        run=lambda wc: grid.run_args(wc.student, wc.benchmark),
-        benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
-        memory=grid.memory_args,
+        command=lambda wildcards, output: grid.command(output[0]),
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:
-        "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
-        " --no-progress > {log} 2>&1"
-
-
-use rule run_student_memory as run_student_memory_served with:
-    wildcard_constraints:
-        student=grid.served_agents(),
-        memcfg=grid.memory_config_names(),
-    group:
-        grid.server_group(grid.runs.memory_run, "student")
-    threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
-    resources:
-        local_llm=0,
-        llm_api=0,
+        "{params.command} > {log} 2>&1"

@@ -1,10 +1,11 @@
-"""`amd serve-run` and `amd serve` with a fake `vllm` executable: the command gets the live URL, the server always
-stops; a shared server's file says where it is, or why it will not come."""
+"""`amd serve-run` and `amd serve-batch` with a fake `vllm` executable: the command (every job of a batch, at once)
+gets the live URL, the server always stops; a server that never answers is one line naming what was awaited."""
 
 import argparse
 import json
 import os
-import signal
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from amd.core.errors import AmdError
-from amd.workflow.serve import register, serve_and_run, serve_until_stopped, wait_for_server_file
+from amd.workflow.serve import register, serve_and_run
 
 FAKE_VLLM = textwrap.dedent("""\
     #!{python}
@@ -26,6 +27,8 @@ FAKE_VLLM = textwrap.dedent("""\
     port = int(args[args.index("--port") + 1])
     model = args[1]
     time.sleep(0.3)
+    if os.environ.get("FAKE_VLLM_SILENT"):
+        time.sleep(3600)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -106,30 +109,59 @@ def test_cli_entry_substitutes_the_url_and_names_a_missing_executable(fake_vllm,
         args.handler(args)
 
 
-def test_a_shared_server_names_its_url_serves_on_its_own_gpu_and_stops_on_sigterm(fake_vllm, tmp_path):
-    url_file = tmp_path / "server.url"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "4,7", "AMD_GPU_LOCK_DIR": str(tmp_path / "locks")}
-    serving = subprocess.Popen([sys.executable, "-m", "amd.cli", "serve", "--model", "m", "--vllm", str(fake_vllm),
-                                "--gpus", "1", "--url-file", str(url_file)], env=env)
-    try:
-        base_url = wait_for_server_file(url_file, timeout=60)
-        subprocess.run([sys.executable, "-c", CLIENT, base_url, str(tmp_path / "answer.json")], check=True)
-        assert json.loads((tmp_path / "answer.json").read_text())["data"][0]["devices"] == "4"
-    finally:
-        serving.send_signal(signal.SIGTERM)
-        assert serving.wait(timeout=60) == 0
+def batch(fake_vllm, tmp_path, *jobs: str, startup_timeout: float = 60) -> subprocess.CompletedProcess:
+    """`amd serve-batch` on one of two listed GPUs, each job a Python one-liner against {base_url}."""
+    argv = [sys.executable, "-m", "amd.cli", "serve-batch", "--model", "m", "--vllm", str(fake_vllm), "--gpus", "1",
+            "--startup-timeout", str(startup_timeout)]
+    for index, job in enumerate(jobs):
+        argv += ["--job", str(tmp_path / f"job{index}.log"), f"{sys.executable} -c {shlex.quote(job)} {{base_url}}"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "4,7", "AMD_GPU_LOCK_DIR": str(tmp_path / "locks"),
+           "OMP_NUM_THREADS": "0"}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+# Each job: note when it starts, wait until every job of the batch has started (or 20 s), ask the server.
+TOGETHER = textwrap.dedent("""    import os, sys, time, urllib.request
+    folder = {folder!r}
+    open(os.path.join(folder, f"started-{{os.getpid()}}"), "w").close()
+    deadline = time.time() + 20
+    while len([n for n in os.listdir(folder) if n.startswith("started-")]) < {jobs} and time.time() < deadline:
+        time.sleep(0.05)
+    together = len([n for n in os.listdir(folder) if n.startswith("started-")]) == {jobs}
+    answer = urllib.request.urlopen(sys.argv[1] + "/models").read().decode()
+    print("together" if together else "alone", answer, os.environ.get("OMP_NUM_THREADS"))
+    """)
+
+
+def test_a_batch_runs_its_jobs_at_once_against_its_server_on_its_own_gpu_then_stops_it(fake_vllm, tmp_path):
+    job = TOGETHER.format(folder=str(tmp_path), jobs=3)
+    done = batch(fake_vllm, tmp_path, job, job, job)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logs = [(tmp_path / f"job{index}.log").read_text() for index in range(3)]
+    assert all(text.startswith("together") and '"devices": "4"' in text for text in logs), logs
+    assert all(text.split()[-1] == "1" for text in logs)  # one thread each, never libgomp's refused 0
+    assert "libgomp" not in done.stderr and "jobs in flight: 3" in done.stderr
     assert not _alive(int((tmp_path / "server.pid").read_text()))
 
 
-def test_a_server_that_never_comes_is_one_clear_line_for_the_jobs_waiting_for_it(fake_vllm, tmp_path, monkeypatch):
+def test_a_failed_job_fails_the_batch_naming_its_log_after_the_others_and_stops_the_server(fake_vllm, tmp_path):
+    done = batch(fake_vllm, tmp_path, "import sys; sys.exit(5)", "import time; time.sleep(1); print('finished')")
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        f"amd: error: 1 of 2 jobs of the batch of m failed; see {tmp_path / 'job0.log'}")
+    assert (tmp_path / "job1.log").read_text().strip() == "finished"
+    assert not _alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_a_server_that_never_answers_is_one_line_naming_what_was_awaited_and_no_job_runs(fake_vllm, tmp_path,
+                                                                                      monkeypatch):
     monkeypatch.setenv("FAKE_VLLM_FAIL", "1")
-    url_file = tmp_path / "server.url"
-    with pytest.raises(AmdError, match="exited with code 3"):
-        serve_until_stopped([str(fake_vllm), "serve", "m"], url_file, gpus=0, startup_timeout=30)
-    with pytest.raises(AmdError, match=r"the server of .*server.url failed: the server exited with code 3"):
-        wait_for_server_file(url_file, timeout=5)
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # its `amd serve` died before it wrote a URL
-    gone.wait()
-    url_file.write_text(f"starting {gone.pid}\n")
-    with pytest.raises(AmdError, match="exited before it was ready"):
-        wait_for_server_file(url_file, timeout=5)
+    done = batch(fake_vllm, tmp_path, f"open({str(tmp_path / 'ran')!r}, 'w')")
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        "amd: error: the server exited with code 3 before it was ready")
+    assert not (tmp_path / "ran").exists()
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "")
+    monkeypatch.setenv("FAKE_VLLM_SILENT", "1")
+    done = batch(fake_vllm, tmp_path, f"open({str(tmp_path / 'ran')!r}, 'w')", startup_timeout=2)
+    assert done.returncode == 2 and re.search(r"amd: error: no answer from http://127\.0\.0\.1:\d+/v1/models "
+                                              r"within 2 s$", done.stderr.strip())
+    assert not (tmp_path / "ran").exists()

@@ -53,22 +53,13 @@ def test_every_run_flag_is_one_amd_run_accepts():
 def parse_shell(command: str):
     """The `amd ...` part of a rule's shell command, parsed by amd's own parser."""
     words = shlex.split(command.split(" > ", 1)[0])
-    if "serve-run" in words[:2]:  # amd serve-run --server-file FILE amd run ...
-        words = words[words.index("amd", 1):]
     assert words[0] == "amd"
     return build_parser().parse_args(words[1:])
 
 
 def run_command(grid: Grid, cell: dict) -> str:
-    student = cell["student"]
-    server = "results/servers/x.url" if grid.launch(student) else ""
-    command = (f"{grid.launch(student)}{server} amd run {cell['benchmark']} {grid.agent_args(student)} --out x "
-               f"{grid.benchmark_args(cell['benchmark'], 'student', student)} {grid.run_args(student, cell['benchmark'])} "
-               f"--seed {cell['seed']}")
-    if cell["method"]:
-        wildcards = Wildcards(cell, k=grid.run_path(cell).split("/k_")[1].split("/")[0], seed=str(cell["seed"]))
-        command += f" --memory {grid.bank_path(wildcards)} {grid.memory_args(wildcards)}"
-    return command
+    """The command of a cell's run, as its rule (or its server's batch) runs it."""
+    return grid.command(grid.run_path(cell))
 
 
 @pytest.mark.parametrize("files", [(), ("paper.yaml",)])
@@ -86,9 +77,8 @@ def test_every_command_of_the_grid_parses_with_amd_own_parser(files):
                 assert len(pool.banks) == len(pool.teachers) == len(grid.pools()[cell["teacher"]]["teachers"])
             elif cell["method"]:
                 wildcards = Wildcards(cell, seed=str(cell["seed"]))
-                build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
-                                    f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
-                assert build.method == cell["method"]
+                build = parse_shell(grid.command(grid.bank_path(wildcards)))
+                assert build.method == cell["method"] and build.out == grid.bank_path(wildcards)
             commands += 1
     assert commands > 0
 
@@ -108,7 +98,7 @@ def test_each_student_run_has_a_page_beside_its_zero_shot_run_with_its_bank(file
         if cell["role"] == "zero_shot":
             assert parsed.against is None and parsed.bank is None
             continue
-        zero_shot = layout.ZERO_SHOT_RUN.format(**cell)
+        zero_shot = grid.runs.zero_shot_run.format(**cell)
         assert parsed.against == (zero_shot if zero_shot in grid.student_runs else None)
         assert parsed.bank == grid.bank_path(cell)
         paired += parsed.against is not None
@@ -170,8 +160,8 @@ def test_in_the_paper_grid_each_teacher_writes_its_own_memory():
     student_memory = [cell for cell in memory_cells if cell["teacher"] == cell["student"]]
     assert student_memory  # the paper's Student Memory: the student writes from its own runs
     wildcards = Wildcards(student_memory[0], seed="0")
-    assert grid.writer_launch(wildcards) == "amd serve-run --server-file "
-    assert "@{base_url}" in grid.writer_args(wildcards)
+    bank = grid.bank_path(wildcards)
+    assert "@{base_url}" in grid.command(bank) and bank in grid.servers.server_of  # built in its server's batch
 
 
 def test_a_model_free_teacher_cannot_write_its_own_memory():

@@ -4,11 +4,16 @@ OpenAI-compatible server that logs its life and the devices it was given) and th
 tests, whose runs ask their server before writing."""
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 import yaml
-from test_pipeline_workflow import make_workdir, overlay, snakemake
+from test_pipeline_workflow import SNAKEMAKE, make_workdir, overlay, planned_jobs, snakemake
 
 from amd.analysis import layout
 from amd.workflow.config import active_config
@@ -74,11 +79,87 @@ def test_one_server_per_student_on_its_own_gpu_never_two_on_one(tmp_path):
     for path, call in runs.items():
         by_student.setdefault(layout.describe_run(path)["student"], set()).add(call["base_url"])
     assert all(len(urls) == 1 for urls in by_student.values()), by_student  # both seeds asked the same server
-    assert not list((where / "results/servers").glob("*.url"))  # service files are gone with their servers
-    # finished jobs never rerun for another batching (here: a server per job)
-    again = snakemake(where, env, "-n", *targets, "--cores", "2", "--configfile",
-                      overlay(where, "per_job.yaml", served_grid(max_in_flight=1)))
+    again = snakemake(where, env, "-n", *targets, "--cores", "2", "--configfile", overlay(where, "grid.yaml", config))
     assert "Nothing to be done" in again.stdout + again.stderr
+    # another batching (a server per job) runs the jobs again, in batches of one (their replies cached)
+    rebatched = planned_jobs(snakemake(where, env, "-n", *targets, "--cores", "2", "--configfile",
+                                       overlay(where, "per_job.yaml", served_grid(max_in_flight=1))))
+    assert rebatched["total"] == len(targets) and all(count == 1 for count in rebatched.values() if count != 6)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("cores", [16, 2])
+def test_eight_students_on_eight_gpus_run_every_batch_at_once_and_leave_nothing(tmp_path, cores):
+    """The paper grid's shape on one node: 8 served students, 4 cells each (one batch each), 8 listed GPUs. Each
+    batch's cells all run at once against their server, one server per batch on a device of its own; at --cores 16
+    every batch at once; at --cores 2 Snakemake's local executor runs cores + 5 = 7 jobs at once, so the eighth batch
+    starts after one ends; rc 0 either way, and no server or job is left."""
+    where, env = make_workdir(tmp_path)
+    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(8))),
+            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
+            "FAKE_AMD_RUN_SECONDS": "15", "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+    students = {f"s{i}": {"spec": f"vllm:org/s{i}", "serve": {"gpus": 1}} for i in range(8)}
+    config = {"students": students,
+              "experiments": {"served": {"benchmarks": ["bfcl"], "students": list(students),
+                                         "memory_configs": ["zero_shot"], "seeds": [0, 1, 2, 3],
+                                         "outputs": ["table2_ablation"]}}}
+    targets = run_paths(config)
+    result = snakemake(where, env, *targets, "--cores", str(cores), "--resources", "gpu=8", "--configfile",
+                       overlay(where, "grid.yaml", config))
+    assert result.returncode == 0 and len(targets) == 32
+
+    servers = lives(tmp_path / "vllm.jsonl")
+    assert sorted(server["model"] for server in servers.values()) == [f"org/s{i}" for i in range(8)]
+    assert all("stop" in server and not alive(pid) for pid, server in servers.items())
+    for one, other in [(a, b) for a in servers.values() for b in servers.values() if a is not b]:
+        if one["start"] < other["stop"] and other["start"] < one["stop"]:
+            assert one["devices"] != other["devices"], (one, other)
+    calls = [json.loads(line) for line in (where / "amd_calls.jsonl").read_text().splitlines()]
+    served = [call for call in calls if isinstance(call, dict) and "served_run" in call]
+    assert sorted(call["served_run"] for call in served) == targets
+    times = [json.loads(line) for line in (tmp_path / "times.jsonl").read_text().splitlines()]
+    by_server: dict[str, list[dict]] = {}
+    for run in times:
+        by_server.setdefault(run["agent"].split("@", 1)[1], []).append(run)
+    assert len(by_server) == 8 and all(len(runs) == 4 for runs in by_server.values())
+    for runs in by_server.values():  # a batch's four cells were all running at one moment
+        assert max(run["start"] for run in runs) < min(run["end"] for run in runs), runs
+    batches = [(min(r["start"] for r in runs), max(r["end"] for r in runs)) for runs in by_server.values()]
+    at_once = max(sum(start <= moment < end for start, end in batches) for moment, _ in batches)
+    assert at_once == 8 if cores == 16 else at_once <= 7, batches
+
+
+def test_one_interrupt_stops_every_batch_its_servers_and_jobs(tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the foreground process group) while three batches serve: Snakemake
+    exits, every server has stopped and no job of a batch is left."""
+    where, env = make_workdir(tmp_path)
+    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": "0,1,2",
+            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
+            "FAKE_AMD_RUN_SECONDS": "600", "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+    config = served_grid()
+    targets = run_paths(config)
+    workflow = subprocess.Popen([str(SNAKEMAKE), *targets, "--cores", "2", "--configfile",
+                                 overlay(where, "grid.yaml", config)], cwd=where, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    calls = where / "amd_calls.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (not calls.exists() or calls.read_text().count("served_run") < 6):
+        time.sleep(0.2)
+    assert calls.read_text().count("served_run") == 6  # every job of the three batches is running
+    os.killpg(workflow.pid, signal.SIGINT)
+    assert workflow.wait(timeout=120) != 0
+    servers = lives(tmp_path / "vllm.jsonl")
+    assert len(servers) == 3 and all("stop" in server and not alive(pid) for pid, server in servers.items())
+    left = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, text=True, check=False).stdout.split()
+    assert not left, subprocess.run(["ps", "-o", "pid,cmd", "-p", ",".join(left)], capture_output=True,
+                                    text=True, check=False).stdout
 
 
 def paper_grid() -> Grid:
@@ -134,3 +215,47 @@ def test_a_jobs_verdicts_do_not_depend_on_which_jobs_shared_its_server(tmp_path)
     assert seen["shared"][0] == 1 and seen["own"][0] == 2
     assert seen["shared"][1] == seen["own"][1]
     assert sorted(seen["own"][1].values()) == [False, False, True, True]
+
+
+def test_a_server_killed_mid_batch_fails_the_workflow_and_a_rerun_gets_every_verdict_from_a_live_model(tmp_path):
+    """Real `amd run`s of BFCL against the stand-in's scripted replies: its server is killed once the first task is
+    written. The batch stops and Snakemake fails (no table over it); the rerun, with a live server, ends with every
+    task's verdict, none of them a model error, the same as a run that never lost its server."""
+    where, env = make_workdir(tmp_path)
+    (where / "bin" / "amd").unlink()  # the real amd
+    tasks = ["multi_turn_base_104", "multi_turn_base_105", "multi_turn_base_106"]
+    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": "0",
+            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_BFCL_TASKS": ",".join(tasks),
+            "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl")}
+    config = served_grid()
+    config["students"] = {"s_a": config["students"]["s_a"] | {"benchmarks": {"bfcl": {"tasks": tasks}}}}
+    config["experiments"]["served"]["students"] = ["s_a"]
+    targets, grid_file = run_paths(config), overlay(where, "grid.yaml", config)
+    argv = [str(SNAKEMAKE), *targets, "--cores", "2", "--configfile", grid_file]
+    killed = subprocess.Popen(argv, cwd=where, env=env | {"STAND_IN_VLLM_LATENCY_S": "0.3"},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any(
+            (where / path).exists() and (where / path).read_text().count("\n") for path in targets):
+        time.sleep(0.05)
+    [server] = lives(tmp_path / "vllm.jsonl")
+    os.kill(server, signal.SIGKILL)
+    output, _ = killed.communicate(timeout=240)
+    assert killed.returncode != 0, output[-3000:]
+    batch_log = next((where / "results/logs/servers").glob("*.log")).read_text()
+    assert "the server for org/s_a exited with code -9 while serving" in batch_log
+    assert not any((where / path).exists() for path in targets)  # Snakemake removes the failed batch's outputs
+
+    snakemake(where, env | {"AMD_CACHE_DIR": str(tmp_path / "cache")}, *targets, "--cores", "2",
+              "--configfile", grid_file)
+    records = [json.loads(line) for path in targets for line in (where / path).read_text().splitlines()]
+    assert len(records) == len(tasks) * len(targets) and all(r["status"] != "model_error" for r in records)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    ref_where, ref_env = make_workdir(reference)
+    (ref_where / "bin" / "amd").unlink()
+    snakemake(ref_where, ref_env | {key: env[key] for key in ("AMD_VLLM_BIN", "CUDA_VISIBLE_DEVICES",
+                                                            "AMD_GPU_LOCK_DIR", "STAND_IN_VLLM_BFCL_TASKS")}
+              | {"AMD_CACHE_DIR": str(reference / "cache")}, *targets, "--cores", "2", "--configfile",
+              overlay(ref_where, "grid.yaml", config))
+    assert verdicts(where, targets) == verdicts(ref_where, targets)

@@ -83,6 +83,19 @@ _RUN_PATTERNS = {
 }
 
 
+_JOB_PATTERNS = {**_RUN_PATTERNS, "bank": _pattern(BANK_DIR)}
+
+
+def job_wildcards(path: str) -> tuple[str, dict] | None:
+    """The role of a job's path (teacher, zero_shot, memory, probe, bank) and the names in it as the rules'
+    wildcards hold them (text, e.g. k as "wf1_st2"); None for a path outside the layout."""
+    for role, pattern in _JOB_PATTERNS.items():
+        match = pattern.search(Path(path).as_posix())
+        if match:
+            return role, match.groupdict()
+    return None
+
+
 def build_part(method: str, cell: dict) -> str:
     """The `build` part of a bank of `method` for a cell naming a value of each of the method's settings."""
     return "".join(f"-{cell[setting.key]}" for setting in method_spec(method).settings)

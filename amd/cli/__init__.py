@@ -4,8 +4,8 @@
   amd score FILE.jsonl [...] [--json OUT] [--recheck]
   amd memory build|pool|show|query ... (amd.memory.cli)
   amd table|figure|view ...            (amd.analysis.cli)
-  amd serve ... --url-file F           (amd.workflow.serve: a vLLM server for a batch of jobs, until terminated)
-  amd serve-run ...                    (amd.workflow.serve: a command against that server, or one of its own)
+  amd serve-batch ... --job LOG CMD    (amd.workflow.serve: a vLLM server and its batch's jobs, all at once)
+  amd serve-run --model M -- CMD       (amd.workflow.serve: a command against a server of its own)
   amd probe BENCHMARK ... --probe-size N (amd.cli.probe: `amd run` on a small fixed probe set of the tasks)
   amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
 """
@@ -23,6 +23,9 @@ from amd.core.text import printable
 
 
 def main(argv: list[str] | None = None) -> int:
+    from amd.workflow.serve import drop_zero_threads
+
+    drop_zero_threads()  # before any library reads them: libgomp warns about a 0
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)

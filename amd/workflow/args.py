@@ -12,8 +12,7 @@ SAMPLING = ("temperature", "max_tokens")  # a writer's --writer-params
 MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never gets
 # Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
 AGENT_KEYS = ("spec", "serve", "benchmarks")
-BASE_URL = "{base_url}"  # filled in by `amd serve-run`
-SERVED_LAUNCH = "amd serve-run --server-file "  # then the job's server file and its command (amd.workflow.serve)
+BASE_URL = "{base_url}"  # filled in by `amd serve-batch`
 
 
 def quoted(value) -> str:
@@ -21,7 +20,7 @@ def quoted(value) -> str:
 
 
 def agent_flag(spec: str, served: bool) -> str:
-    """--agent SPEC; a served model's base URL is filled in by `amd serve-run`."""
+    """--agent SPEC; a served model's base URL is filled in by `amd serve-batch`."""
     return f"--agent {quoted(f'{spec}@{BASE_URL}' if served else spec)}"
 
 
@@ -37,7 +36,7 @@ def _flag_value(value) -> str:
 
 
 def writer_flags(entry: dict, served: bool = False) -> str:
-    """--writer SPEC (a served model's base URL filled in by `amd serve-run`) and, for a model writer with its own
+    """--writer SPEC (a served model's base URL filled in by `amd serve-batch`) and, for a model writer with its own
     sampling settings, --writer-params."""
     params = {key: entry[key] for key in SAMPLING if key in entry}
     extra = f" --writer-params {quoted(json.dumps(params))}" if params else ""
@@ -59,7 +58,7 @@ def benchmark_flags(tasks: list[str] | None, options: dict) -> str:
 
 
 def serve_flags(spec: str, serve: dict) -> str:
-    """`amd serve` flags for a model the workflow serves with vLLM (rules/serve.smk)."""
+    """`amd serve-batch` flags for a model the workflow serves with vLLM (rules/serve.smk)."""
     parts = [f"--model {quoted(spec.removeprefix('vllm:'))}", f"--gpus {serve.get('gpus', 1)}"]
     if serve.get("args"):
         parts.append(f"--serve-args {quoted(' '.join(serve['args']))}")

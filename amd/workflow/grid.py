@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 from amd.analysis import layout
 from amd.core.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
@@ -35,7 +36,7 @@ from amd.workflow.config import (
     without_nulls,
 )
 from amd.workflow.named import makers, own_experiments, refusal
-from amd.workflow.servers import ServerPlan, server_agent, server_gpus, solo_server
+from amd.workflow.servers import ServerPlan, server_agent, server_gpus
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -46,6 +47,34 @@ CELL_LISTS = {"benchmark": "benchmarks", "student": "students", "teacher": "teac
 def cell_lists() -> dict:
     """CELL_LISTS and each registered setting's key -> its config section."""
     return CELL_LISTS | {setting.key: setting.section for setting in bank_settings()}
+
+
+@dataclass
+class Batch:
+    """One model server's job: its batch's outputs (and whether each is a folder), inputs and `amd serve-batch`
+    arguments."""
+
+    name: str
+    rule: str
+    outputs: list[tuple[str, bool]]
+    inputs: list[str]
+    log: str
+    gpus: int
+    args: str
+
+    def arguments(self, _wildcards) -> str:
+        """`args` as a rule's params function (a plain string would have its `{base_url}` read as a wildcard)."""
+        return self.args
+
+
+class Wildcards(dict):
+    """A job's names with attribute access, as a rule's wildcards have them."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class Grid:
@@ -314,10 +343,6 @@ class Grid:
         """Tasks an agent's run of the benchmark keeps in flight."""
         return self.run_settings(name, benchmark).get("concurrency", 1)
 
-    def launch(self, name: str) -> str:
-        """What goes before a job's command and its server file (`server_file`): serve-run for a served agent."""
-        return args.SERVED_LAUNCH if "serve" in self.writer(name) else ""
-
     def agent_benchmark(self, agent: str | None, benchmark: str) -> dict:
         """An agent's own tasks and options for a benchmark (its `benchmarks` entry), if any."""
         return self.agent(agent).get("benchmarks", {}).get(benchmark, {}) if agent else {}
@@ -370,9 +395,6 @@ class Grid:
     def writer_args(self, wildcards) -> str:
         entry = self.writer(wildcards.writer)
         return args.writer_flags(entry, served="serve" in entry)
-
-    def writer_launch(self, wildcards) -> str:
-        return self.launch(wildcards.writer)
 
     def embedder_args(self, wildcards) -> str:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
@@ -435,51 +457,73 @@ class Grid:
         """A model writer on the embedded llama.cpp server takes a `local_llm` slot."""
         return _uses(self.writer(wildcards.writer)["spec"], "local:")
 
+    # ---- jobs' commands ------------------------------------------------------------------------------------
+
+    def command(self, path: str) -> str:
+        """The `amd` command that makes a job's output (a run or a bank built by a writer), as its rule runs it. A
+        served model is reached at `{base_url}`, which `amd serve-batch` fills in (rules/serve.smk)."""
+        found = layout.job_wildcards(path)
+        if found is None:
+            raise ConfigError(f"{path}: not a run or bank path of the layout")
+        role, names = found
+        wildcards = Wildcards(names)
+        if role == "bank":
+            return " ".join(part for part in (
+                "amd memory build --trajectories", self.runs.teacher_run.format(**names), self.build_args(wildcards),
+                self.writer_args(wildcards), self.embedder_args(wildcards), self.benchmark_options(wildcards),
+                "--out", path) if part)
+        agent = names.get("student") or names["teacher"]
+        benchmark = names["benchmark"]
+        tasks = (self.probe_args(wildcards) if role == "probe"
+                 else self.benchmark_args(benchmark, "teacher" if role == "teacher" else "student", agent))
+        parts = ["amd probe" if role == "probe" else "amd run", benchmark, self.agent_args(agent), "--out", path, tasks,
+                 self.run_args(agent, benchmark)]
+        if role != "teacher":
+            parts.append(f"--seed {names['seed']}")
+        if role in ("memory", "probe"):
+            parts += ["--memory", self.bank_path(wildcards), self.memory_args(wildcards)]
+        return " ".join(part for part in [*parts, "--no-progress"] if part)
+
     # ---- model servers (amd.workflow.servers) -------------------------------------------------------------
 
     @functools.cached_property
     def servers(self) -> ServerPlan:
         return ServerPlan(self)
 
-    def server_file(self, template: str, role: str):
-        """For a rule making `template` whose model is the `role` wildcard's: the server file (rules/serve.smk) of
-        a served job's batch, none for other jobs."""
-        def files(wildcards) -> list[str]:
-            server = self.server_name(template, role, wildcards)
-            return [self.runs.server_url.format(server=server)] if server else []
-        return files
+    def batches(self) -> list[Batch]:
+        """One job per server: its batch's jobs, run at once against it by `amd serve-batch` (rules/serve.smk)."""
+        return [self._batch(server, paths) for server, paths in self.servers.jobs_of.items()]
 
-    def server_group(self, template: str, role: str):
-        """The Snakemake group of a served job: its server's (None for other jobs)."""
-        def group(wildcards) -> str | None:
-            server = self.server_name(template, role, wildcards)
-            return _server_group(server) if server else None
-        return group
+    def _batch(self, server: str, paths: list[str]) -> Batch:
+        entry = self.agent(server_agent(server))
+        inputs: list[str] = []
+        for path in paths:
+            inputs += [needed for needed in self._job_inputs(path) if needed not in paths and needed not in inputs]
+        cells = " ".join(f"--job {args.quoted(self._job_log(path))} {args.quoted(self.command(path))}"
+                         for path in paths)
+        return Batch(name=server, rule=f"serve_batch_{server.replace('-', '_')}",
+                     outputs=[(path, layout.job_wildcards(path)[0] == "bank") for path in paths],  # type: ignore[index]
+                     inputs=inputs, log=self.own_path(f"results/logs/servers/{server}.log"),
+                     gpus=server_gpus(entry["serve"]),
+                     args=f"{args.serve_flags(entry['spec'], entry['serve'])} {cells}")
 
-    def server_name(self, template: str, role: str, wildcards) -> str | None:
-        agent = wildcards[role]
-        if "serve" not in self.writer(agent):
-            return None
-        path = template.format(**dict(wildcards))
-        return self.servers.server_of.get(path) or solo_server(agent, path)
-
-    def server_args(self, wildcards) -> str:
-        """`amd serve` arguments of a server: its agent's model, GPUs and vLLM arguments."""
-        entry = self.agent(server_agent(wildcards.server))
-        return args.serve_flags(entry["spec"], entry["serve"])
-
-    def server_gpus(self, wildcards) -> int:
-        return server_gpus(self.agent(server_agent(wildcards.server))["serve"])
+    def _job_inputs(self, path: str) -> list[str]:
+        """What a job waits for, as its rule's inputs: the benchmark's setup, a bank and the run before it, or the
+        trajectories a bank is built from."""
+        role, names = layout.job_wildcards(path)  # type: ignore[misc]
+        wildcards = Wildcards(names)
+        if role == "bank":
+            return [self.runs.teacher_run.format(**names)]
+        needed = self.setup_done(wildcards)
+        if role in ("memory", "probe"):
+            needed += [self.bank_path(wildcards)]
+        if role == "memory":
+            needed += self.runs_first(wildcards)
+        return needed
 
     @staticmethod
-    def server_own_group(wildcards) -> str:
-        """The Snakemake group of a server's own service job (rules/serve.smk): its batch's (`server_group`)."""
-        return _server_group(wildcards.server)
-
-
-def _server_group(server: str) -> str:
-    """A server's group: its service job and its batch's jobs run as one (one SLURM job under profiles/slurm)."""
-    return f"serve_{server}"
+    def _job_log(path: str) -> str:
+        return log_path(f"{path}/build.log" if layout.job_wildcards(path)[0] == "bank" else path)  # type: ignore[index]
 
 
 def workflow_grid(overlay: dict) -> Grid:

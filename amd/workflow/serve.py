@@ -1,17 +1,17 @@
-"""vLLM servers for jobs: one shared by many jobs (`amd serve` + `amd serve-run --server-file`), or one that lives
-exactly as long as one command (`amd serve-run --model`).
+"""vLLM servers for jobs: one per batch of jobs that run at once against it (`amd serve-batch`, the workflow's), or
+one that lives exactly as long as one command (`amd serve-run --model`).
 
 Every server is `vllm serve MODEL --enable-prompt-tokens-details --host 127.0.0.1 --port PORT ...` on a free port
 (without that flag vLLM's usage leaves out the prompt tokens its prefix cache served, which amd records per step),
-on GPUs of its own (amd.workflow.devices: `--gpus` of those this machine or SLURM job offers, locked while it lives), and it
-is always stopped with its whole process group, also when the job is cancelled (SIGTERM), and dies with its parent
-when that is killed outright.
+on GPUs of its own (amd.workflow.devices: `--gpus` of those this machine or SLURM job offers, locked while it lives),
+and it is always stopped with its whole process group, also when the job is cancelled (SIGTERM, SIGINT), and dies
+with its parent when that is killed outright; so do a batch's jobs.
 
-The workflow's way (rules/serve.smk): `amd serve ... --url-file F` is a Snakemake service job; it writes the
-server's URL to F once the server answers (before: `starting PID`; or `failed: REASON`) and serves until it is
-terminated. Each job of its
-batch runs `amd serve-run --server-file F -- COMMAND`, which waits for that URL and runs COMMAND with every
-`{base_url}` replaced by it. By hand:
+The workflow's way (rules/serve.smk): one Snakemake job per batch, `amd serve-batch --model M --gpus N --job LOG
+COMMAND ...`: it starts the server, waits until it answers (`--startup-timeout`, an error naming what it waited
+for), then starts every job of the batch at once, each COMMAND with `{base_url}` filled in and its output in LOG, and
+stops the server after the last. A server that exits while serving stops the batch's jobs at once; a job that fails
+fails the batch, once the others are done. By hand:
 
     amd serve-run --model Qwen/Qwen3-4B --serve-args "--enable-auto-tool-choice --tool-call-parser hermes" \\
         -- amd run bfcl --agent "vllm:Qwen/Qwen3-4B@{base_url}" --out run.jsonl
@@ -30,43 +30,43 @@ import time
 from pathlib import Path
 
 from amd.core.errors import AmdError
-from amd.core.files import atomic_file
 from amd.core.net import free_port, wait_for_models
 from amd.workflow import devices
 
 log = logging.getLogger("amd.workflow.serve")
 PLACEHOLDER = "{base_url}"
 USAGE_FLAGS = ("--enable-prompt-tokens-details",)  # usage.prompt_tokens_details.cached_tokens in every reply
-STARTING, FAILED = "starting ", "failed: "  # a server file's content before its URL, or instead of it
-# Snakemake sets these to a job's `threads`: 0 for a served batch's jobs, which run at once outside --cores
-# (rules/serve.smk). libgomp refuses 0: a command gets 1 thread instead, a server its own default.
+# Snakemake sets these to a job's `threads`: 0 for a batch's job, which runs outside --cores (rules/serve.smk).
+# libgomp refuses 0 (a warning in every log): amd's CLI drops them, a batch's jobs get 1 thread each, a server its own
+# default.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+POLL_S = 0.5
+STOP_GRACE_S = 10.0  # a job or server that ignores SIGTERM this long is killed
 
 
 def register(subparsers) -> None:
-    serve = subparsers.add_parser("serve", help="serve a model with vLLM for the jobs of a batch until terminated "
-                                  "(a Snakemake service job)")
-    _add_server_arguments(serve)
-    serve.add_argument("--url-file", required=True, help="written with the server's base URL once it answers")
-    serve.set_defaults(handler=_serve_command)
+    batch = subparsers.add_parser("serve-batch", help="serve a model with vLLM for a batch of jobs, run them all at "
+                                  "once against it, stop it after the last (a workflow job)")
+    _add_server_arguments(batch)
+    batch.add_argument("--job", nargs=2, action="append", required=True, metavar=("LOG", "COMMAND"),
+                       help="a job of the batch: its log file and its command ({base_url} is filled in); repeated")
+    batch.set_defaults(handler=_serve_batch_command)
 
-    run = subparsers.add_parser("serve-run", help="run a command against a vLLM server: one started for it "
-                                "(--model), or a running one (--server-file)")
-    _add_server_arguments(run, required=False)
-    run.add_argument("--server-file", help="a file `amd serve` writes the server's URL to: wait for it, use it")
+    run = subparsers.add_parser("serve-run", help="run a command against a vLLM server started for it")
+    _add_server_arguments(run)
     run.add_argument("served_command", metavar="command", nargs=argparse.REMAINDER,
                      help="-- then the command; {base_url} is filled in")
     run.set_defaults(handler=_serve_run_command)
 
 
-def _add_server_arguments(parser, required: bool = True) -> None:
-    parser.add_argument("--model", required=required, help="model to serve, e.g. Qwen/Qwen3-4B")
+def _add_server_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="model to serve, e.g. Qwen/Qwen3-4B")
     parser.add_argument("--serve-args", default="", help="extra `vllm serve` arguments, as one string")
     parser.add_argument("--vllm", default=os.environ.get("AMD_VLLM_BIN", "vllm"),
                         help="vllm executable (default: $AMD_VLLM_BIN or vllm)")
     parser.add_argument("--gpus", type=int, default=None,
-                        help="GPUs of its own for the server, locked while it lives (amd serve: default 1; "
+                        help="GPUs of its own for the server, locked while it lives (serve-batch: default 1; "
                              "serve-run: default none, the devices as the environment gives them)")
     parser.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
 
@@ -75,21 +75,25 @@ def _server_argv(args) -> list[str]:
     return [args.vllm, "serve", args.model, *USAGE_FLAGS, *shlex.split(args.serve_args)]
 
 
-def _serve_command(args) -> int:
+def _serve_batch_command(args) -> int:
     gpus = 1 if args.gpus is None else args.gpus
-    return serve_until_stopped(_server_argv(args), Path(args.url_file), gpus, args.startup_timeout)
+    return serve_batch(_server_argv(args), [(Path(log_file), command) for log_file, command in args.job], gpus,
+                       args.startup_timeout)
 
 
 def _serve_run_command(args) -> int:
     command = args.served_command[1:] if args.served_command[:1] == ["--"] else args.served_command
     if not command:
         raise AmdError("serve-run: no command given after --")
-    if (args.model is None) == (args.server_file is None):
-        raise AmdError("serve-run: give either --model (start a server for the command) or --server-file")
-    if args.server_file:
-        base_url = wait_for_server_file(Path(args.server_file), args.startup_timeout)
-        return subprocess.call(fill_base_url(command, base_url), env=_threads_given(dict(os.environ), "1"))
     return serve_and_run(_server_argv(args), command, args.startup_timeout, gpus=args.gpus)
+
+
+def drop_zero_threads() -> None:
+    """Drop THREAD_VARIABLES set to 0 (Snakemake's `threads: 0`) from this process's environment before any library
+    reads them."""
+    for name in THREAD_VARIABLES:
+        if os.environ.get(name) == "0":
+            del os.environ[name]
 
 
 def fill_base_url(command: list[str], base_url: str) -> list[str]:
@@ -112,85 +116,90 @@ def serve_and_run(server: list[str], command: list[str], startup_timeout: float 
             _restore(previous)
 
 
-def serve_until_stopped(server: list[str], url_file: Path, gpus: int, startup_timeout: float = 1800.0) -> int:
-    """Serve until SIGTERM or SIGINT (then 0), or until the server exits by itself (then 1). `url_file` says
-    `starting PID` at once, the base URL once the server answers, or `failed: REASON` where it never will."""
-    url_file.parent.mkdir(parents=True, exist_ok=True)
-    _write(url_file, f"{STARTING}{os.getpid()}")
+def serve_batch(server: list[str], jobs: list[tuple[Path, str]], gpus: int, startup_timeout: float = 1800.0) -> int:
+    """Start `server` on `gpus` GPUs of its own, run every job at once against it once it answers, stop it after the
+    last; 0 when every job succeeded. Progress lines (`jobs in flight: N`) go to the log."""
     previous = _stop_on_signals()
+    running: dict[subprocess.Popen, Path] = {}
     try:
         with _devices(gpus) as env:
             process, base_url = _start(server, env)
             try:
                 _wait_until_ready(process, base_url, startup_timeout)
-                log.info("server for %s ready at %s (GPUs %s)", _model(server), base_url,
-                         env.get("CUDA_VISIBLE_DEVICES", "as given"))
-                _write(url_file, base_url)
-                code = process.wait()
-                raise AmdError(f"the server for {_model(server)} exited with code {code} while serving")
+                log.info("server for %s ready at %s (GPUs %s); starting its %d jobs", _model(server), base_url,
+                         env.get("CUDA_VISIBLE_DEVICES", "as given"), len(jobs))
+                running = {_start_job(command, log_file, base_url): log_file for log_file, command in jobs}
+                log.info("jobs in flight: %d", len(running))
+                failed = _wait_for_jobs(running, process, _model(server))
             finally:
+                _stop_jobs(running)
                 _stop(process)
-    except AmdError as error:
-        _write(url_file, f"{FAILED}{error}")
-        raise
     except SystemExit as stop:
-        if stop.code not in (128 + signal.SIGTERM, 128 + signal.SIGINT):
-            raise
-        log.info("server for %s stopped", _model(server))
-        return 0
+        if stop.code in (128 + signal.SIGTERM, 128 + signal.SIGINT):
+            log.info("batch of %s stopped by a signal; its server and jobs are stopped", _model(server))
+        raise
     finally:
         _restore(previous)
+    if failed:
+        raise AmdError(f"{len(failed)} of {len(jobs)} jobs of the batch of {_model(server)} failed; see "
+                       f"{', '.join(map(str, failed))}")
+    log.info("server for %s stopped after its %d jobs", _model(server), len(jobs))
+    return 0
 
 
-def wait_for_server_file(path: Path, timeout: float) -> str:
-    """The base URL in `path` once its server answers; a clear error where it failed or its `amd serve` is gone.
-    Waits as long as that process lives (it may wait for GPUs other servers hold), and `timeout` seconds for the
-    file to appear."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = path.read_text().strip() if path.exists() else ""
-        if text.startswith(FAILED):
-            raise AmdError(f"serve-run: the server of {path} failed: {text.removeprefix(FAILED)}")
-        if text.startswith(STARTING):
-            if not _alive(int(text.removeprefix(STARTING))):
-                raise AmdError(f"serve-run: the server of {path} (amd serve) exited before it was ready")
-        elif text and wait_for_models(text, timeout=10):
-            return text
-        elif time.monotonic() > deadline:
-            raise AmdError(f"serve-run: no server answered in {path} within {timeout:.0f} s")
-        time.sleep(1.0)
+def _start_job(command: str, log_file: Path, base_url: str) -> subprocess.Popen:
+    """A job of the batch in a session of its own (stopped as a whole), dying with amd, its output in `log_file`."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ) | dict.fromkeys(THREAD_VARIABLES, "1")
+    with open(log_file, "w") as output:
+        return subprocess.Popen(fill_base_url(shlex.split(command), base_url), stdout=output, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _wait_for_jobs(running: dict[subprocess.Popen, Path], server: subprocess.Popen, model: str) -> list[Path]:
+    """Wait for every job; the logs of those that failed. A server that exits first is an error: its jobs could not
+    finish."""
+    pending, failed = dict(running), []
+    while pending:
+        if server.poll() is not None:
+            raise AmdError(f"the server for {model} exited with code {server.returncode} while serving; its "
+                           f"{len(pending)} jobs still running were stopped: rerun to finish them")
+        for job in [job for job in pending if job.poll() is not None]:
+            log_file = pending.pop(job)
+            if job.returncode:
+                failed.append(log_file)
+            log.info("job %s ended (code %d); jobs in flight: %d", log_file, job.returncode, len(pending))
+        time.sleep(POLL_S)
+    return failed
+
+
+def _stop_jobs(running: dict[subprocess.Popen, Path]) -> None:
+    live = [job for job in running if job.poll() is None]
+    for job in live:
+        _signal_group(job, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for job in live:
+        try:
+            job.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(job, signal.SIGKILL)
+            job.wait()
+
+
+def _signal_group(process: subprocess.Popen, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, number)
 
 
 @contextlib.contextmanager
 def _devices(gpus: int | None):
     """The server's environment, with CUDA_VISIBLE_DEVICES set to `gpus` devices of its own (None: as it is)."""
-    env = _threads_given(dict(os.environ), None)
+    env = {name: value for name, value in os.environ.items() if not (name in THREAD_VARIABLES and value == "0")}
     if gpus is None:
         yield env
         return
     with devices.claimed(gpus) as held:
         yield env | {"CUDA_VISIBLE_DEVICES": ",".join(held)}
-
-
-def _threads_given(env: dict, instead_of_zero: str | None) -> dict:
-    """`env` with each THREAD_VARIABLES entry of 0 set to `instead_of_zero` (None: left out)."""
-    for name in THREAD_VARIABLES:
-        if env.get(name) == "0":
-            if instead_of_zero is None:
-                del env[name]
-            else:
-                env[name] = instead_of_zero
-    return env
 
 
 def _start(server: list[str], env: dict) -> tuple[subprocess.Popen, str]:
@@ -215,12 +224,6 @@ def _model(server: list[str]) -> str:
     return server[2] if len(server) > 2 else server[0]
 
 
-def _write(path: Path, text: str) -> None:
-    """Write whole: a reader sees the old content or the new one, never a part."""
-    with atomic_file(path, durable=False) as handle:
-        handle.write(text + "\n")
-
-
 def _stop_on_signals() -> dict:
     return {number: signal.signal(number, _exit_on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
 
@@ -241,7 +244,7 @@ def _wait_until_ready(process, base_url: str, timeout: float) -> None:
         raise AmdError(f"no answer from {base_url}/models within {timeout:.0f} s")
 
 
-def _stop(process, grace: float = 30.0) -> None:
+def _stop(process, grace: float = STOP_GRACE_S) -> None:
     """SIGTERM the server's process group, SIGKILL it after `grace` seconds, and reap leftover workers."""
     try:
         os.killpg(process.pid, signal.SIGTERM)

@@ -1,18 +1,18 @@
 """Which model server each served job of a grid uses: servers shared by batches of one agent's jobs.
 
 An agent with a `serve:` entry has its jobs (its runs as teacher or student, and the banks it writes) served by
-vLLM servers that the workflow starts (rules/serve.smk). Its jobs are packed into batches, each one server: in a
-fixed order (benchmark, then path), a batch takes jobs while their requests in flight (each job's concurrency) add up
-to at most the agent's `serve.max_in_flight`. A batch runs at once, as one Snakemake group (a service job and its
-consumers; one SLURM job under profiles/slurm), so a job never shares a batch with a served job it waits for: jobs
-are batched per depth, the number of served jobs upstream of them (a student's own trajectories, then the bank it
-writes from them, then its runs with that bank, then an online run after the frozen one).
+vLLM servers that the workflow starts. Its jobs are packed into batches, each one server: in a fixed order
+(benchmark, then path), a batch takes jobs while their requests in flight (each job's concurrency) add up to at most
+the agent's `serve.max_in_flight`. A batch is one Snakemake job (rules/serve.smk, `amd serve-batch`: the server and
+every job of it at once; one SLURM job under profiles/slurm), so a job never shares a batch with a served job it
+waits for: jobs are batched per depth, the number of served jobs upstream of them (a student's own trajectories,
+then the bank it writes from them, then its runs with that bank, then an online run after the frozen one).
 
-Which batch a job falls in never reruns it: its server file is a service() input, recorded by Snakemake as
-`<service>` whatever its path.
+A batch's command holds its jobs' commands, so a grid whose batches change (another `max_in_flight`, a cell added
+before others of the same agent) runs the jobs of the changed batches again; their model replies come from the
+response cache.
 """
 
-import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -113,8 +113,3 @@ class ServerPlan:
 def server_agent(server: str) -> str:
     """The agent a server serves: its name up to the first dash (agent names have none)."""
     return server.split("-", 1)[0]
-
-
-def solo_server(agent: str, path: str) -> str:
-    """A server of its own for a served job outside the grid's experiments (asked for by its path)."""
-    return f"{agent}-solo-{hashlib.sha1(path.encode()).hexdigest()[:12]}"
