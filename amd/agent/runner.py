@@ -25,6 +25,7 @@ from amd.agent.base import Agent
 from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.benchmarks.base import Benchmark, Episode
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL
 from amd.core.schema import (
@@ -74,6 +75,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
     header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
+    groups = exclusion_groups(spec.benchmark)  # a task's group in its record: the leakage protocols' unit
     write_lock = threading.Lock()
     bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
                disable=not progress, file=sys.stderr, dynamic_ncols=True,
@@ -85,7 +87,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             agent = spec.make_agent(episode)
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
+            group = groups.group(task_id, spec.benchmark.task_group(task_id))
+            task = TaskContext(task_id, group, episode.instruction, student,
                                spec.agent_info.get("params", {}).get("seed"))
             record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
             if spec.memory is not None and student is not None:
