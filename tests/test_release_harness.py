@@ -6,6 +6,7 @@ from test_memory_fixtures import all_records, call, file_and_message_task, recor
 
 from amd.agent.hooks import TaskContext
 from amd.core.errors import AmdError
+from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.registry import create_benchmark
 from amd.llm.base import ChatReply
 from amd.memory.amd_method.entries import BuildSettings, build_entries
@@ -163,3 +164,23 @@ def test_fn_rank_ranks_a_functions_records_by_instruction_turn_or_recent_calls(t
     task.calls = ["ls()", "cd(folder='reports')"]
     assert first(fn_rank="calls") == "multi_turn_base_801"
     assert "fn_rank" not in open_memory(tmp_path / "bank", "fn_only").describe()
+
+
+@pytest.mark.parametrize("benchmark", ["bfcl", "toolsandbox"])
+def test_prompts_benchmark_gives_bfcl_and_toolsandbox_writers_their_own_prompts(benchmark):
+    fields = {"instruction": "I", "functions": "F", "trajectory": "T", "max_words": 120, "n_steps": 3, "last_step": 2,
+              "steps": "S", "hints": "H", "max_segments": 6, "max_label_words": 5}
+    for name in ("memory_workflow", "memory_segment"):
+        assert benchmark_prompt(name, benchmark) == f"{name}_{benchmark}"
+        assert "{" not in load_prompt(f"{name}_{benchmark}").format(**fields).replace("{\"start_step", "")
+
+
+def test_the_bfcl_writer_is_asked_with_bfcls_prompts(bfcl):
+    asked = []
+
+    def chat(messages):
+        asked.append(messages[-1]["content"])
+        return ChatReply(text="no segments" if "JSON array only" in messages[-1]["content"] else "Call mkdir.")
+
+    build_entries(all_records()[0], bfcl, chat, types=("workflow", "subtask"), settings=BuildSettings(prompts="benchmark"))
+    assert "multi-turn function-calling task (BFCL)" in asked[0] and "multi-turn function-calling run (BFCL)" in asked[1]
