@@ -36,7 +36,7 @@ def entry_text(result, observations: bool = True) -> str:
 def test_masked_values_put_placeholders_into_subtask_and_function_entries(bfcl):
     record = file_and_message_task()
     raw = build_entries(record, bfcl, types=("subtask", "function"))
-    masked = build_entries(record, bfcl, types=("subtask", "function"), settings=BuildSettings(values="masked"))
+    masked = build_entries(record, bfcl, types=("subtask", "function"), settings=BuildSettings(entry_values="masked"))
     assert all(value in entry_text(raw) for value in RAW_VALUES)
     assert not any(value in entry_text(masked, observations=False) for value in RAW_VALUES)
     mkdir = next(entry for entry in masked.function if entry["name"] == "mkdir")
@@ -45,7 +45,7 @@ def test_masked_values_put_placeholders_into_subtask_and_function_entries(bfcl):
     assert "mv(source='<FILE_PATH>', destination='<FILE_PATH>')" in masked.subtask[0]["code"]
     # masked keeps the results; scrubbed masks a JSON result's values and keeps its keys
     assert '"final_report.pdf", "notes.txt"' in masked.subtask[0]["code"]
-    scrubbed = build_entries(record, bfcl, types=("subtask", "function"), settings=BuildSettings(values="scrubbed"))
+    scrubbed = build_entries(record, bfcl, types=("subtask", "function"), settings=BuildSettings(entry_values="scrubbed"))
     assert not any(value in entry_text(scrubbed) for value in RAW_VALUES)
     assert '{"current_directory_content": ["<FILE_PATH>", "<FILE_PATH>"]}' in scrubbed.subtask[0]["code"]
     # what is embedded and ranked by is not what is shown: the function record's reasoning keeps the instruction
@@ -63,23 +63,23 @@ def test_masking_keeps_flags_and_masks_inside_lists():
 def test_value_masking_is_a_recorded_build_option_and_raw_banks_are_unchanged(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
     plain = build_bank([path], "amd", "rules", "hash:64", tmp_path / "plain")
-    masked = build_bank([path], "amd", "rules", "hash:64", tmp_path / "masked", options={"values": "masked"})
+    masked = build_bank([path], "amd", "rules", "hash:64", tmp_path / "masked", options={"entry_values": "masked"})
     assert "build_settings" not in plain
-    assert masked["build_settings"] == "prompts=generic,insights=reject,observation_chars=300,values=masked"
-    assert BuildSettings.described(masked["build_settings"]).values == "masked"
-    explicit = build_bank([path], "amd", "rules", "hash:64", tmp_path / "explicit", options={"values": "raw"})
+    assert masked["build_settings"] == "prompts=generic,insights=reject,observation_chars=300,entry_values=masked"
+    assert BuildSettings.described(masked["build_settings"]).entry_values == "masked"
+    explicit = build_bank([path], "amd", "rules", "hash:64", tmp_path / "explicit", options={"entry_values": "raw"})
     for name in ("subtask", "function"):
         assert (tmp_path / f"explicit/{name}.jsonl").read_bytes() == (tmp_path / f"plain/{name}.jsonl").read_bytes()
     assert "build_settings" not in explicit
-    with pytest.raises(AmdError, match="build option values must be one of raw, masked, scrubbed"):
-        build_bank([path], "amd", "rules", "hash:64", tmp_path / "bad", options={"values": "hidden"})
+    with pytest.raises(AmdError, match="build option entry_values must be one of raw, masked, scrubbed"):
+        build_bank([path], "amd", "rules", "hash:64", tmp_path / "bad", options={"entry_values": "hidden"})
 
 
 @pytest.fixture(scope="module")
 def bank(tmp_path_factory):
     where = tmp_path_factory.mktemp("release-bank")
     path = write_jsonl(where / "t.jsonl", all_records())
-    build_bank([path], "amd", "rules", "hash:256", where / "bank", options={"values": "masked"})
+    build_bank([path], "amd", "rules", "hash:256", where / "bank", options={"entry_values": "masked"})
     return where / "bank"
 
 

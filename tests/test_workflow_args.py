@@ -222,7 +222,7 @@ def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_age
     wildcards = Wildcards(cells["bfcl", "wf_st_fn"], seed="0")
     build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
                         f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
-    assert {"insights=keep", "observation_chars=500", "prompts=benchmark", "audit=none", "values=masked",
+    assert {"insights=keep", "observation_chars=500", "prompts=benchmark", "audit=none", "entry_values=masked",
             "subtask_key=label_description"} <= set(build.option)
     default = Grid(load_config())
     assert not any("harness" in flag for flag in parse_shell(run_command(default, next(default.cells("ablation"))))

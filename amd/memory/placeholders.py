@@ -6,7 +6,7 @@ placeholder, and rejects an insight that the repair leaves unusable (over the wo
 Neither the paper nor its release audits insights (their prompts ask for placeholders and function names): with
 `repair` off, an insight keeps its values and is kept naming no function; the word limit still applies.
 
-Value masking (`ValueMask`, the build option `values`) puts the same placeholders into subtask and function entries,
+Value masking (`ValueMask`, the build option `entry_values`) puts the same placeholders into subtask and function entries,
 as the authors' release does for BFCL (each argument value of a stored call) and ToolSandbox (arguments, and the
 results scrubbed): `masked` writes each call with typed placeholders for its argument values and replaces the
 trajectory's argument values wherever else the entry quotes them (a user turn, a segment's description, a code
@@ -155,7 +155,7 @@ def scrub_free_text(text: str) -> str:
     return re.sub(r"\d[\d.,]*\d", "<NUMBER>", text)
 
 
-VALUE_MODES = ("raw", "masked", "scrubbed")  # the build option `values`: see ValueMask
+VALUE_MODES = ("raw", "masked", "scrubbed")  # the build option `entry_values`: see ValueMask
 
 
 def masked_arguments(arguments: dict, known: dict[str, str] | None = None) -> dict:

@@ -41,7 +41,7 @@ class BuildSettings:
     kept whole (the release asks for fewer than 120 words and keeps the answer); `observation_chars`: where
     observations in entries are cut (the release: 500 for subtask and function entries); `audit=none`: insights as
     the writer wrote them, no value replaced and none dropped for naming no function (the paper and its release have
-    no such audit); `values`: argument values in subtask and function entries kept (raw), as typed placeholders
+    no such audit); `entry_values`: argument values in subtask and function entries kept (raw), as typed placeholders
     (masked), and results scrubbed too (scrubbed) (amd.memory.placeholders.ValueMask); `subtask_key`: what a
     subtask entry is embedded by, its description (the paper) or its label and description (the release)."""
 
@@ -49,7 +49,7 @@ class BuildSettings:
     insights: str = "reject"
     observation_chars: int = OBSERVATION_CHARS
     audit: str = "placeholders"
-    values: str = "raw"
+    entry_values: str = "raw"
     subtask_key: str = "description"
 
     @classmethod
@@ -57,7 +57,7 @@ class BuildSettings:
         """The settings of the build options given, parsed (amd.core.spec.parse_options)."""
         return cls(str(options.get("prompts", cls.prompts)), str(options.get("insights", cls.insights)),
                    int(options.get("observation_chars", cls.observation_chars)), str(options.get("audit", cls.audit)),
-                   str(options.get("values", cls.values)), str(options.get("subtask_key", cls.subtask_key)))
+                   str(options.get("entry_values", cls.entry_values)), str(options.get("subtask_key", cls.subtask_key)))
 
     def describe(self) -> str:
         """One string (a pooled bank's members must then agree on it rather than sum its numbers); the options added
@@ -68,7 +68,7 @@ class BuildSettings:
 
     def mask(self, steps) -> ValueMask:
         """How this record's entries show its calls' values."""
-        return ValueMask(self.values, [call for _, call, _ in writers.executed_calls(steps)])
+        return ValueMask(self.entry_values, [call for _, call, _ in writers.executed_calls(steps)])
 
     @classmethod
     def described(cls, text: str | None) -> "BuildSettings":

@@ -60,11 +60,11 @@ RUN_OPTIONS = {
                       "paper's Fig. 15, with a login prior)", choices=("generic", "benchmark")),
     "decompose_input": Option("text", "what the student decomposes: the instruction (the first user turn), or the "
                               "task: every user turn known before it starts and the tools' names (the release's "
-                              "BFCL decompose mode)", choices=("instruction", "task")),
+                              "decompose mode)", choices=("instruction", "task")),
     "subtask_view": Option("text", "what a subtask entry shows: its steps with observations and user turns (amd's), "
                            "or its calls only (the release's)", choices=("steps", "calls")),
-    "subtask_calls": Option("int", "subtask_view=calls: at most this many calls per segment (the BFCL release: 2; "
-                            "0: every call)", minimum=0),
+    "subtask_calls": Option("int", "subtask_view=calls: at most this many calls per segment (0: "
+                            "every call)", minimum=0),
 }
 BUILD_OPTIONS = {
     "representation": Option("text", "the bank's default " + REPRESENTATION_HELP),
@@ -76,9 +76,9 @@ BUILD_OPTIONS = {
     "audit": Option("text", "placeholders: an insight's concrete values become typed placeholders and an insight "
                     "naming no app.function is dropped (amd's audit); none: insights as written (the paper, its "
                     "release)", choices=("placeholders", "none")),
-    "values": Option("text", "argument values in subtask and function entries: raw (amd's), masked (typed placeholders, "
-                     "the BFCL release) or scrubbed (masked, and results scrubbed: the ToolSandbox release)",
-                     choices=("raw", "masked", "scrubbed")),
+    "entry_values": Option("text", "argument values in subtask and function entries: raw (amd's), masked (typed "
+                           "placeholders) or scrubbed (masked, and results scrubbed), as the releases write them",
+                           choices=("raw", "masked", "scrubbed")),
     "subtask_key": Option("text", "what a subtask entry is embedded by: its description (the paper) or its label and "
                           "description (label_description, the release)", choices=("description", "label_description")),
 }
