@@ -2,7 +2,7 @@
 entry shows, what it is embedded by, insight length. Each switch off is amd's way, on the release's."""
 
 import pytest
-from test_memory_fixtures import all_records, file_and_message_task, write_jsonl
+from test_memory_fixtures import all_records, call, file_and_message_task, record, step, write_jsonl
 
 from amd.agent.hooks import TaskContext
 from amd.core.errors import AmdError
@@ -141,3 +141,25 @@ def test_decompose_input_task_gives_the_student_every_known_turn_and_the_tools(b
     assert turns[0] in plain and turns[1] not in plain and "send_message" not in plain
     assert all(turn in whole for turn in turns) and "mkdir, mv, send_message" in whole
     assert open_memory(bank, "st_only", options={"decompose_input": "task"}).describe()["decompose_input"] == "task"
+
+
+def test_fn_rank_ranks_a_functions_records_by_instruction_turn_or_recent_calls(tmp_path):
+    archive = record("multi_turn_base_801", [("Archive the quarterly report in a reports directory.", [
+        step([call("mkdir", dir_name="reports")], ["None"], text="I will create the reports directory.")])])
+    photos = record("multi_turn_base_802", [("Sort my holiday photos into an album.", [
+        step([call("mkdir", dir_name="album")], ["None"], text="cd photos first, then mkdir the album for photos.")])])
+    path = write_jsonl(tmp_path / "t.jsonl", [archive, photos])
+    build_bank([path], "amd", "rules", "hash:256", tmp_path / "bank")
+    task = TaskContext("new", "new", "Archive the quarterly report in a reports directory.",
+                       turn="Now sort the holiday photos into an album.", calls=["cd(folder='photos')"])
+
+    def first(**options) -> str:
+        hint = open_memory(tmp_path / "bank", "fn_only", protocol="shared", options=options).after_error(task, ["mkdir"])
+        return hint.records[0]["source_task_id"]
+
+    assert first() == first(fn_rank="instruction") == "multi_turn_base_801"
+    assert first(fn_rank="turn") == "multi_turn_base_802"
+    assert first(fn_rank="calls") == "multi_turn_base_802"
+    task.calls = ["ls()", "cd(folder='reports')"]
+    assert first(fn_rank="calls") == "multi_turn_base_801"
+    assert "fn_rank" not in open_memory(tmp_path / "bank", "fn_only").describe()

@@ -28,6 +28,10 @@ class TaskContext:
     # what a decomposition of the whole task reads (AMD's run option decompose_input=task)
     turns: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    # What the task has done so far, kept by the agent loop: the current user turn and every executed call
+    # (canonical text, in order), for hooks that rank by them (AMD's run option fn_rank)
+    turn: str = ""
+    calls: list[str] = field(default_factory=list)
 
 
 @dataclass
