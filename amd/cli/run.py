@@ -12,6 +12,7 @@ from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
+from amd.core.text import printable
 from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
     AGENT_PARAM_DEFAULTS,
@@ -224,7 +225,7 @@ def _report(out_path, summary, ledger) -> None:
         line += f", {ledger.cut_replies} model replies cut by the token limit (--max-tokens)"
     if summary.crashed:
         line += f", {len(summary.crashed)} crashed (not written; rerun to retry): {', '.join(summary.crashed)}"
-    print(f"amd run: {line} -> {out_path}", file=sys.stderr)
+    print(printable(f"amd run: {line} -> {out_path}"), file=sys.stderr)
     if ledger is not None:
         totals = vars(ledger).copy()
         print(f"amd run: token ledger {json.dumps(totals)}", file=sys.stderr)
