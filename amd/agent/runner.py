@@ -10,7 +10,6 @@ crash stops the run there, so a rerun resumes in the same order and every task s
 
 import hashlib
 import logging
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -19,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from amd.agent.base import Agent
 from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
+from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
 from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
@@ -37,6 +35,7 @@ from amd.core.schema import (
 )
 from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
+from amd.llm.base import ModelUnreachable
 
 log = logging.getLogger("amd.run")
 
@@ -59,10 +58,11 @@ class RunSummary:
     skipped: int = 0
     crashed: list[str] = field(default_factory=list)
     disk_full: OSError | None = None  # what stopped the run: no task can be written
+    unreachable: ModelUnreachable | None = None  # what stopped the run: a model (agent, user, memory) is gone
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
-              progress: bool = True) -> RunSummary:
+              progress: bool = True, progress_every_s: float = PROGRESS_EVERY_S) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     finished_records = _finished_records(spec, out_path)
     done = {record["task_id"] for record in finished_records}
@@ -77,9 +77,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
     groups = exclusion_groups(spec.benchmark)  # a task's group in its record: the leakage protocols' unit
     write_lock = threading.Lock()
-    bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True,
-               mininterval=0.2 if sys.stderr.isatty() else 15)  # logs get a line every 15 s, not per task
+    shown = Progress(len(task_ids), summary.skipped, show=progress, every_s=progress_every_s)
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)
@@ -89,8 +87,10 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             student = CountedChat(chat) if chat else None
             group = groups.group(task_id, spec.benchmark.task_group(task_id))
             task = TaskContext(task_id, group, episode.instruction, student,
-                               spec.agent_info.get("params", {}).get("seed"))
-            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+                               spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
+                               [tool["function"]["name"] for tool in episode.tools])
+            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory,
+                                                               on_step=shown.step)}
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage
         finally:
@@ -108,9 +108,9 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     if spec.memory is not None:
         spec.memory.run_start(RunContext(spec.benchmark, Path(out_path), list(task_ids), finished_records))
     try:
-        _run_queue(run_one, todo, concurrency, summary, bar, stop_at_crash=in_order)
+        _run_queue(run_one, todo, concurrency, summary, shown, stop_at_crash=in_order)
     finally:
-        bar.close()
+        shown.close()
         if spec.memory is not None:
             spec.memory.run_end()
     if summary.disk_full is not None:
@@ -118,12 +118,16 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         raise AmdError(f"{error.filename or out_path}: {error.strerror}; the run stopped there, keeping the "
                        f"{summary.skipped + summary.finished} tasks written: free space and rerun the same command "
                        "to resume")
+    if summary.unreachable is not None:
+        raise AmdError(f"{summary.unreachable}; the run stopped, keeping the {summary.skipped + summary.finished} "
+                       f"of {len(task_ids)} tasks with a verdict: rerun when it answers to finish the rest")
     if not summary.crashed:
         _rewrite_in_task_order(out_path, task_ids)
     return summary
 
 
-def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, bar, stop_at_crash: bool) -> None:
+def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, shown: Progress,
+               stop_at_crash: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending: dict[Future[None], str] = {}
         queue = list(todo)
@@ -131,19 +135,19 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             while queue and len(pending) < max(1, concurrency):
                 task_id = queue.pop(0)
                 pending[pool.submit(run_one, task_id)] = task_id
+            shown.tasks(0, 0, len(pending))
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            crashed_before = len(summary.crashed)
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
-            if summary.disk_full is not None and queue:
-                queue.clear()  # no task could be written: stop at once
+            if (summary.disk_full or summary.unreachable) and queue:
+                queue.clear()  # no task could be written, or none could get a verdict: stop at once
             if stop_at_crash and summary.crashed and queue:
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
                 queue.clear()
-            bar.update(len(finished))
-            bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
-                            in_flight=len(pending))
+            shown.tasks(len(finished), len(summary.crashed) - crashed_before, len(pending))
 
 
 class CountedChat:
@@ -168,8 +172,12 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
     if error is None:
         summary.finished += 1
         return
-    # A task that crashed is not written: rerunning the command retries it. The run goes on, unless the disk is full.
+    # A task that crashed is not written: rerunning the command retries it. The run goes on, unless the disk is full
+    # or a model cannot be reached (its error names the server).
     summary.crashed.append(task_id)
+    if isinstance(error, ModelUnreachable):
+        summary.unreachable = summary.unreachable or error
+        return
     if isinstance(error, OSError) and error.errno in DISK_FULL:
         summary.disk_full = summary.disk_full or error
         return
