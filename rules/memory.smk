@@ -5,14 +5,14 @@
 
 rule build_memory:
     input:
-        trajectories=layout.TEACHER_RUN,
-        server=served_by(layout.BANK_DIR, "writer"),
+        trajectories=grid.runs.teacher_run,
+        server=served_by(grid.runs.bank_dir, "writer"),
     output:
-        directory(layout.BANK_DIR),
+        directory(grid.runs.bank_dir),
     log:
-        log_path(f"{layout.BANK_DIR}/build.log"),
+        log_path(f"{grid.runs.bank_dir}/build.log"),
     benchmark:
-        benchmark_path(f"{layout.BANK_DIR}/build.log")
+        benchmark_path(f"{grid.runs.bank_dir}/build.log")
     wildcard_constraints:
         teacher=grid.agent_names(),
         writer=grid.other_writers(),
@@ -40,7 +40,7 @@ use rule build_memory as build_memory_served with:
         teacher=grid.agent_names(),
         writer=grid.served_agents(),
     group:
-        grid.server_group(layout.BANK_DIR, "writer")
+        grid.server_group(grid.runs.bank_dir, "writer")
     threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
         llm_api=0,
@@ -51,11 +51,11 @@ rule pool_memory:
     input:
         banks=grid.pool_member_banks,
     output:
-        directory(layout.BANK_DIR),
+        directory(grid.runs.bank_dir),
     log:
-        log_path(f"{layout.BANK_DIR}/pool.log"),
+        log_path(f"{grid.runs.bank_dir}/pool.log"),
     benchmark:
-        benchmark_path(f"{layout.BANK_DIR}/pool.log")
+        benchmark_path(f"{grid.runs.bank_dir}/pool.log")
     wildcard_constraints:
         teacher=grid.pool_names(),
     conda:

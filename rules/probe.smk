@@ -6,13 +6,13 @@ rule run_student_probe:
     input:
         bank=grid.bank_path,
         setup=grid.setup_done,
-        server=served_by(layout.PROBE_RUN, "student"),
+        server=served_by(grid.runs.probe_run, "student"),
     output:
-        layout.PROBE_RUN,
+        grid.runs.probe_run,
     log:
-        log_path(layout.PROBE_RUN),
+        log_path(grid.runs.probe_run),
     benchmark:
-        benchmark_path(layout.PROBE_RUN)
+        benchmark_path(grid.runs.probe_run)
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
@@ -41,7 +41,7 @@ use rule run_student_probe as run_student_probe_served with:
         student=grid.served_agents(),
         memcfg=grid.memory_config_names(),
     group:
-        grid.server_group(layout.PROBE_RUN, "student")
+        grid.server_group(grid.runs.probe_run, "student")
     threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
         local_llm=0,

@@ -5,9 +5,9 @@
 
 rule serve_model:
     output:
-        service(layout.SERVER_URL),
+        service(grid.runs.server_url),
     log:
-        "results/logs/servers/{server}.log",
+        grid.own_path("results/logs/servers/{server}.log"),
     group:
         grid.server_own_group
     conda:

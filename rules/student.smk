@@ -4,13 +4,13 @@
 rule run_student_zero_shot:
     input:
         setup=grid.setup_done,
-        server=served_by(layout.ZERO_SHOT_RUN, "student"),
+        server=served_by(grid.runs.zero_shot_run, "student"),
     output:
-        layout.ZERO_SHOT_RUN,
+        grid.runs.zero_shot_run,
     log:
-        log_path(layout.ZERO_SHOT_RUN),
+        log_path(grid.runs.zero_shot_run),
     benchmark:
-        benchmark_path(layout.ZERO_SHOT_RUN)
+        benchmark_path(grid.runs.zero_shot_run)
     wildcard_constraints:
         student=grid.other_agents(),
     conda:
@@ -35,7 +35,7 @@ use rule run_student_zero_shot as run_student_zero_shot_served with:
     wildcard_constraints:
         student=grid.served_agents(),
     group:
-        grid.server_group(layout.ZERO_SHOT_RUN, "student")
+        grid.server_group(grid.runs.zero_shot_run, "student")
     threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
         local_llm=0,
@@ -48,13 +48,13 @@ rule run_student_memory:
         setup=grid.setup_done,
         # the run of another config of the same cell that the method's spec puts first (e.g. online after frozen)
         after=grid.runs_first,
-        server=served_by(layout.MEMORY_RUN, "student"),
+        server=served_by(grid.runs.memory_run, "student"),
     output:
-        layout.MEMORY_RUN,
+        grid.runs.memory_run,
     log:
-        log_path(layout.MEMORY_RUN),
+        log_path(grid.runs.memory_run),
     benchmark:
-        benchmark_path(layout.MEMORY_RUN)
+        benchmark_path(grid.runs.memory_run)
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
@@ -83,7 +83,7 @@ use rule run_student_memory as run_student_memory_served with:
         student=grid.served_agents(),
         memcfg=grid.memory_config_names(),
     group:
-        grid.server_group(layout.MEMORY_RUN, "student")
+        grid.server_group(grid.runs.memory_run, "student")
     threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
         local_llm=0,

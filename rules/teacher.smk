@@ -4,13 +4,13 @@
 rule run_teacher:
     input:
         setup=grid.setup_done,
-        server=served_by(layout.TEACHER_RUN, "teacher"),
+        server=served_by(grid.runs.teacher_run, "teacher"),
     output:
-        layout.TEACHER_RUN,
+        grid.runs.teacher_run,
     log:
-        log_path(layout.TEACHER_RUN),
+        log_path(grid.runs.teacher_run),
     benchmark:
-        benchmark_path(layout.TEACHER_RUN)
+        benchmark_path(grid.runs.teacher_run)
     wildcard_constraints:
         teacher=grid.other_agents(),
     conda:
@@ -35,7 +35,7 @@ use rule run_teacher as run_teacher_served with:
     wildcard_constraints:
         teacher=grid.served_agents(),
     group:
-        grid.server_group(layout.TEACHER_RUN, "teacher")
+        grid.server_group(grid.runs.teacher_run, "teacher")
     threads: 0  # a served batch runs at once: its size is set by serve.max_in_flight, not by --cores
     resources:
         local_llm=0,

@@ -5,7 +5,7 @@ $STAND_IN_VLLM_LOG (JSON lines: start and stop, its model, pid and the CUDA_VISI
 
 Its replies: with $STAND_IN_VLLM_BFCL_TASKS (comma-separated BFCL task ids), those tasks' ground-truth calls
 replayed (tests/replay_model.py) and "Nothing to do." for any other task, the same reply for the same request
-whatever else the server serves; else an echo.
+whatever else the server serves; else an echo. $STAND_IN_VLLM_LATENCY_S delays every reply.
 """
 
 import json
@@ -50,7 +50,9 @@ def main(argv: list[str]) -> None:
     model, port = argv[1], int(argv[argv.index("--port") + 1])
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    with ScriptedServer(replies(), model=model, port=port, cached_tokens=0):
+    latency = float(os.environ.get("STAND_IN_VLLM_LATENCY_S", "0"))
+    # /models as vLLM answers it: the name served and, as its root, what was given to `vllm serve`
+    with ScriptedServer(replies(), model=model, root=model, port=port, cached_tokens=0, latency_s=latency):
         log("start", model)
         stopped.wait()
     log("stop", model)

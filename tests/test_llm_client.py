@@ -12,6 +12,7 @@ from scripted_server import Cut, Fault, ScriptedServer, ToolCalls, echo_last_use
 from amd.core.errors import AmdError
 from amd.core.net import free_port
 from amd.llm import open_model
+from amd.llm.base import ModelUnreachable
 from amd.llm.client import ChatModel, resolve_params, sdk_client
 
 FAST = {"max_retries": 3, "timeout_s": 5}
@@ -52,11 +53,37 @@ def test_prompt_tokens_served_from_the_servers_prefix_cache_are_counted():
 
 
 def test_cache_survives_a_new_model_object_and_another_server_port():
-    with ScriptedServer() as a, vllm(a) as model:
+    """The same checkpoint served again (another port, another object): the rerun asks the model nothing."""
+    with ScriptedServer(model="test-model", root="/ckpt/a") as a, vllm(a) as model:
         model.chat(HELLO)
-    with ScriptedServer() as b, vllm(b, timeout_s=9, max_retries=1) as model:
+    with ScriptedServer(model="test-model", root="/ckpt/a") as b, vllm(b, timeout_s=9, max_retries=1) as model:
         reply = model.chat(HELLO)
+        assert model.identity == "vllm:test-model root=/ckpt/a"
     assert reply.cached and not b.chat_requests()
+
+
+def test_two_vllm_servers_of_different_checkpoints_under_one_name_never_share_replies():
+    replies = []
+    for root, answer in (("/ckpt/a", "from checkpoint a"), ("/ckpt/b", "from checkpoint b")):
+        with ScriptedServer(script(answer), model="test-model", root=root) as server, vllm(server) as model:
+            replies.append((model.chat(HELLO).text, model.chat(HELLO).cached))
+    assert replies == [("from checkpoint a", True), ("from checkpoint b", True)]
+
+
+def test_a_vllm_server_that_does_not_say_what_it_serves_is_keyed_on_its_url_too():
+    replies = []
+    for answer in ("from the first server", "from the second server"):
+        with ScriptedServer(script(answer), model="test-model") as server, vllm(server) as model:
+            replies.append(model.chat(HELLO).text)
+            assert model.identity == f"vllm:test-model@{server.url}"
+    assert replies == ["from the first server", "from the second server"]
+
+
+def test_a_vllm_server_that_cannot_be_asked_what_it_serves_is_unreachable_never_a_reply():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with open_model(f"vllm:test-model@{url}", {**FAST, "max_retries": 0}) as model, \
+            pytest.raises(ModelUnreachable, match=rf"^model test-model: cannot reach {url}: .* \(1 requests\)$"):
+        model.chat(HELLO)
 
 
 LS_TOOL = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
@@ -150,26 +177,36 @@ def test_retry_after_is_honoured():
     assert reply.text == "done" and waited >= 0.95
 
 
-def test_giving_up_returns_an_error_reply_that_is_not_cached():
-    with ScriptedServer(script(Fault(status=503))) as server, vllm(server, max_retries=2) as model:
-        first = model.chat(HELLO)
-        second = model.chat(HELLO)
-    assert first.error.startswith("HTTP 503") and first.text == "" and first.requests == 3
-    assert not second.cached and second.requests == 3 and len(server.chat_requests()) == 6
-    assert (model.ledger.failures, model.ledger.requests) == (2, 6)
+@pytest.mark.parametrize(("status", "tries"), [(503, 3), (500, 3), (429, 3), (404, 1)])
+def test_a_server_that_stays_faulty_is_unreachable_not_a_reply(status, tries):
+    """After the SDK's retries (none for a 404: no such model there), a server fault raises: an infrastructure
+    error is never a verdict; nothing is cached."""
+    with ScriptedServer(script(Fault(status=status))) as server, vllm(server, max_retries=2) as model:
+        for _ in range(2):
+            with pytest.raises(ModelUnreachable, match=rf"model test-model: HTTP {status} from {server.url}"):
+                model.chat(HELLO)
+    assert len(server.chat_requests()) == 2 * tries and model.ledger.replies == 0
 
 
-def test_client_errors_are_not_retried():
-    with ScriptedServer(script(Fault(status=400))) as server, vllm(server) as model:
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_a_refused_request_is_the_models_error_reply_and_not_retried(status):
+    with ScriptedServer(script(Fault(status=status))) as server, vllm(server) as model:
         reply = model.chat(HELLO)
-    assert reply.error.startswith("HTTP 400") and reply.requests == 1
+    assert reply.error.startswith(f"HTTP {status}") and reply.requests == 1
+    assert (model.ledger.failures, model.ledger.requests) == (1, 1)
 
 
-def test_unreachable_server_ends_in_an_error_reply():
+def test_unreachable_server_raises_naming_it():
     url = f"http://127.0.0.1:{free_port()}/v1"
-    with open_model(f"vllm:m@{url}", {**FAST, "max_retries": 2}) as model:
-        reply = model.chat(HELLO)
-    assert reply.error.startswith(f"cannot reach {url}") and reply.requests == 3
+    with open_model(f"vllm:m@{url}", {**FAST, "max_retries": 2}) as model, \
+            pytest.raises(ModelUnreachable, match=rf"^model m: cannot reach {url}: .* \(3 requests\)$"):
+        model.chat(HELLO)
+
+
+def test_a_reply_past_the_timeout_on_every_try_is_unreachable():
+    with ScriptedServer(script(Fault(delay_s=1.0))) as server, vllm(server, timeout_s=0.2, max_retries=1) as model, \
+            pytest.raises(ModelUnreachable, match=rf"no reply from {server.url} within 0.2 s"):
+        model.chat(HELLO)
 
 
 def test_eight_threads_chat_concurrently():
@@ -293,7 +330,7 @@ def test_endpoints_of_their_own_with_keys_of_their_own_coexist(monkeypatch, cach
         with open_model(f"openai:teacher@{first.url}#key=FIRST_ENDPOINT_KEY", FAST) as teacher, \
                 open_model(f"vllm:user@{second.url}#key=SECOND_ENDPOINT_KEY", FAST) as user:
             assert (teacher.chat(HELLO).text, user.chat(HELLO).text) == ("one", "two")
-            assert teacher.identity == f"openai:teacher@{first.url}" and user.identity == "vllm:user"
+            assert teacher.identity == f"openai:teacher@{first.url}" and user.identity == f"vllm:user@{second.url}"
         with open_model(f"openai:keyless@{first.url}", FAST) as keyless:
             keyless.chat(HELLO)
     sent = [request.headers["authorization"] for request in first.chat_requests() + second.chat_requests()]

@@ -93,12 +93,16 @@ def test_the_paper_texts_bfcl_subtask_memory_decomposes_the_instruction_once_bef
     cell = next(c for c in grid.cells("paper_text") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
     planned = shlex.split(grid.memory_args(Wildcards(cell | {"k": "wf1_st1_fn1"})))
     options = [word for flag, word in itertools.pairwise(planned) if flag == "--memory-option"]
-    assert "per_turn=false" in options
+    assert "per_turn=false" in options and "decompose_input=task" in options
     labels = ["list the current folder", "move the requested file"]
+    decompositions = []
 
     def decomposing(request):
         asked = request["messages"][-1]["content"]
-        return json.dumps(labels) if "JSON array of strings" in asked else without_memory(request)
+        if "JSON array of strings" in asked:
+            decompositions.append(asked)
+            return json.dumps(labels)
+        return without_memory(request)
 
     with ScriptedServer(decomposing) as server:
         assert main(["run", "bfcl", "--agent", f"vllm:scripted@{server.url}", "--prompting", "official",
@@ -115,6 +119,12 @@ def test_the_paper_texts_bfcl_subtask_memory_decomposes_the_instruction_once_bef
         assert {e["type"] for e in record["system_memory"]} == {"workflow", "subtask"}
         assert all(not turn["injected_memory"] for turn in record["turns"])
     assert all(SUBTASK_HEADING in body["messages"][0]["content"] for body in bodies)
+    # the decomposition reads the whole task: every user turn and the tools' names
+    bfcl = create_benchmark("bfcl")
+    for task_id, asked in zip(SOLVED[:4], decompositions):
+        episode = bfcl.start(task_id)
+        assert len(episode.known_turns()) > 1 and all(turn in asked for turn in episode.known_turns())
+        assert all(tool["function"]["name"] in asked for tool in episode.tools)
 
 
 def test_per_turn_true_appends_to_the_user_message_as_before(bfcl_bank, tmp_path):
@@ -228,8 +238,8 @@ def test_build_settings_are_checked_and_recorded_in_the_manifest(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", all_records())
     with pytest.raises(AmdError, match="build option observation_chars must be a whole number of at least 20"):
         build_bank([path], "amd", "rules", "hash:64", tmp_path / "bad", options={"observation_chars": "many"})
-    with pytest.raises(AmdError, match="build option insights must be one of reject, trim"):
-        BuildSettings.described("insights=keep")
+    with pytest.raises(AmdError, match="build option insights must be one of reject, trim, keep"):
+        BuildSettings.described("insights=all")
     manifest = build_bank([path], "amd", "rules", "hash:64", tmp_path / "bank",
                           options={"insights": "trim", "observation_chars": "500"})
     assert manifest["build_settings"] == "prompts=generic,insights=trim,observation_chars=500"

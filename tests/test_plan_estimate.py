@@ -190,7 +190,7 @@ def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workd
     qwen = bfcl[(bfcl["agent"] == "qwen3_4b") & (bfcl["memory"] == "zero_shot") & (bfcl["kind"] == "student")]
     assert len(qwen) and (qwen["source"] == "same model and memory").all()
     assert (qwen["requests"] == 200 * steps).all()  # every task at the pilot's mean
-    teacher = bfcl.loc["results/bfcl/teacher-gpt5mini/trajectories.jsonl"]
+    teacher = bfcl.loc["results/paper/bfcl/teacher-gpt5mini/trajectories.jsonl"]
     assert teacher["source"] == "same memory" and teacher["requests"] == 200 * steps  # a teacher acts zero-shot
     prompt, completion = 200 * record["tokens"]["prompt"], 200 * record["tokens"]["completion"]
     assert teacher["usd"] == pytest.approx((prompt * 0.25 + completion * 2.00) / 1e6)
@@ -201,8 +201,9 @@ def test_the_paper_grid_is_estimated_before_anything_runs_from_a_pilot_run(workd
     assert (runs.loc[runs["kind"] == "teacher", "requests"] == 168 * 20).all()
     pooled = table[table.index.str.contains("gpt_pool")]  # a pool's bank joins its members' banks: no model calls
     assert len(pooled) and (pooled["kind"] == "student").all()
-    assert {"results/appworld/teacher-gpt55/trajectories.jsonl", "results/appworld/bank/amd/gpt55-gpt55-te3small-amd",
-            "results/appworld/bank/amd/gpt5mini-gpt5mini-te3small-amd"} <= set(table.index)
+    assert {"results/paper/appworld/teacher-gpt55/trajectories.jsonl",
+            "results/paper/appworld/bank/amd/gpt55-gpt55-te3small-amd",
+            "results/paper/appworld/bank/amd/gpt5mini-gpt5mini-te3small-amd"} <= set(table.index)
     written = (where / "estimate.md").read_text()
     assert 'estimate.prices["openai:gpt-5.5"]' not in written
     servers = written.split("**Model servers", 1)[1]

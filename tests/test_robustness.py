@@ -18,6 +18,8 @@ import pytest
 from replay_model import OBSERVATION_PREFIX, ground_truth_answers, replay_model
 from scripted_server import Fault, ScriptedServer
 
+from amd.core.net import free_port, wait_for_models
+
 TASKS = [f"multi_turn_base_{i}" for i in range(20)]
 
 
@@ -103,6 +105,48 @@ def test_sigkill_then_rerun_completes_without_duplicates(answers, reference_run,
         written = len(out.read_text().splitlines())
         assert 0 < written < len(TASKS), "the kill did not land mid-run"
         amd_run(server.url, out, cache, "--concurrency", "2")
+    assert verdicts(out) == reference_run
+
+
+def stand_in_server(port: int, latency_s: float) -> subprocess.Popen:
+    """A model server in a process of its own (tests/stand_in_vllm.py, replaying TASKS), to be killed."""
+    env = {**os.environ, "STAND_IN_VLLM_BFCL_TASKS": ",".join(TASKS), "STAND_IN_VLLM_LATENCY_S": str(latency_s)}
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "stand_in_vllm.py"), "serve", "scripted",
+                               "--port", str(port)], env=env)
+    assert wait_for_models(f"http://127.0.0.1:{port}/v1", 60, alive=lambda: server.poll() is None)
+    return server
+
+
+def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_finishes_it(reference_run, tmp_path):
+    """A dead server is never a verdict: the run exits non-zero with one line naming the server, its file holds
+    only tasks the model really answered, and a rerun against a live server finishes exactly the rest."""
+    out, cache, port = tmp_path / "run.jsonl", tmp_path / "cache", free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    server = stand_in_server(port, latency_s=0.05)
+    try:
+        process = amd_run(url, out, cache, "--concurrency", "2", "--max-retries", "2", background=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if out.exists() and len(out.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.02)
+        server.kill()
+        output, _ = process.communicate(timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    written = verdicts(out)
+    assert process.returncode != 0 and 3 <= len(written) < len(TASKS), output[-2000:]
+    assert output.strip().splitlines()[-1].startswith(f"amd: error: model scripted: cannot reach {url}")
+    assert "Traceback" not in output
+    assert all(json.loads(line)["status"] != "model_error" for line in out.read_text().splitlines())
+    assert written == {task: reference_run[task] for task in written}
+    server = stand_in_server(port, latency_s=0)
+    try:
+        amd_run(url, out, cache, "--concurrency", "2")
+    finally:
+        server.kill()
+        server.wait()
     assert verdicts(out) == reference_run
 
 

@@ -205,8 +205,9 @@ def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_age
     cells = {(cell["benchmark"], cell["memcfg"]): cell for cell in grid.cells("main_paper")}
     bfcl = parse_shell(run_command(grid, cells["bfcl", "wf_st_fn"]))
     assert (bfcl.prompting, bfcl.max_tokens) == ("official", 4096)
-    assert {"harness=official", "per_turn=true", "turn_memory=system", "placement=before"} <= set(
-        bfcl.benchmark_option + bfcl.memory_option)
+    assert {"harness=official", "per_turn=true", "turn_memory=system", "placement=before", "fn_doc=true",
+            "subtask_view=calls", "subtask_calls=2"} <= set(bfcl.benchmark_option + bfcl.memory_option)
+    assert "wf=-1" in bfcl.delta  # the BFCL release has no workflow threshold
     appworld = parse_shell(run_command(grid, cells["appworld", "wf_st_fn"]))
     assert (appworld.prompting, appworld.max_tokens) == ("amd", 4096) and "harness=paper" in appworld.benchmark_option
     assert {"fn_doc=true", "prompts=benchmark"} <= set(appworld.memory_option)
@@ -214,12 +215,15 @@ def test_each_benchmark_of_the_paper_grid_runs_in_the_authors_harness_and_an_age
     assert "/k_wf1_st1_fn2/" in grid.run_path(toolsandbox)
     memory = parse_shell(run_command(grid, toolsandbox))
     assert memory.prompting == "official" and "wf=0.5" in memory.delta
+    assert "query=scenario" in memory.benchmark_option and {"fn_doc=true", "subtask_view=calls"} <= set(
+        memory.memory_option)
     teacher = parse_shell(f"amd run bfcl {grid.agent_args('gpt5mini')} --out x {grid.run_args('gpt5mini', 'bfcl')}")
     assert (teacher.prompting, teacher.max_tokens) == ("official", 16384)
     wildcards = Wildcards(cells["bfcl", "wf_st_fn"], seed="0")
     build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(wildcards)} "
                         f"{grid.writer_args(wildcards)} {grid.embedder_args(wildcards)} --out b")
-    assert {"insights=trim", "observation_chars=500", "prompts=benchmark", "audit=none"} <= set(build.option)
+    assert {"insights=keep", "observation_chars=500", "prompts=benchmark", "audit=none", "entry_values=masked",
+            "subtask_key=label_description"} <= set(build.option)
     default = Grid(load_config())
     assert not any("harness" in flag for flag in parse_shell(run_command(default, next(default.cells("ablation"))))
                    .benchmark_option)

@@ -3,6 +3,7 @@ name of its own), a null removing an inherited key, outputs kept apart per confi
 runs (each with its own endpoint and key variable), every model spec checked while planning, and jobs that find
 `amd` however Snakemake was started. Planning only, but for one real `amd score` job."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from amd.workflow.config import ConfigError, active_config, merge_configs
 from amd.workflow.grid import Grid
 
 PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+TWELVE = [f"multi_turn_base_{i}" for i in range(12)]
 SERVER = "vllm:Qwen/Qwen3-4B@http://gpu-node:8000/v1"
 MINE = {"name": "mine", "benchmarks": {"bfcl": {}},
         "students": {"small": {"spec": "vllm:my-model@http://gpu-node:8000/v1"}},
@@ -77,6 +79,46 @@ def test_the_paper_grid_inherits_nothing_of_the_demo_and_writes_its_outputs_apar
     for name in set(paper.on_demand()) | {"table1_main", "fig3_steps", "table2_ablation"}:
         assert not set(paper.output_paths(name)) & set(default.output_paths(name))
     assert paper.own_path(layout.ESTIMATE) == "results/paper/plan/estimate.{ext}"
+
+
+def grid_paths(grid: Grid) -> set[str]:
+    """Every path a grid's jobs write: runs, banks, the servers' files."""
+    from amd.workflow.jobs import TaskPools, grid_jobs
+
+    return {job.path for job in grid_jobs(grid, TaskPools(grid))} | {
+        grid.runs.server_url.format(server=server) for server in grid.servers.jobs_of}
+
+
+def test_two_configs_with_the_same_agent_names_never_write_one_run_file():
+    """The issue's case: `mine` runs the oracle on every BFCL task, `gpu_a` on 12; each writes its own tree, the
+    embedded default's stays where the README says, and each tree reads back as the same cells."""
+    mine = grid_of(MINE | {"benchmarks": {"bfcl": {"teacher_tasks": None}}})
+    gpu_a = grid_of(MINE | {"name": "gpu_a", "benchmarks": {"bfcl": {"teacher_tasks": TWELVE}}})
+    paper, default = grid_of(PAPER), grid_of()
+    trees = [grid_paths(grid) for grid in (mine, gpu_a, paper, default)]
+    assert all(trees) and all(not a & b for i, a in enumerate(trees) for b in trees[i + 1:])
+    assert "results/mine/bfcl/teacher-oracle/trajectories.jsonl" in trees[0]
+    assert "results/gpu_a/bfcl/teacher-oracle/trajectories.jsonl" in trees[1]
+    assert "results/agentdojo/teacher-oracle/trajectories.jsonl" in trees[3]
+    for path in trees[0]:
+        if path.endswith(layout.RUN_FILE):
+            assert layout.describe_run(path) == layout.describe_run(path.replace("results/mine/", "results/", 1))
+            assert layout.describe_run(path)["role"] != "other"
+
+
+def test_plan_says_done_only_for_a_run_file_that_is_what_the_config_asks(tmp_path, monkeypatch):
+    from amd.workflow.jobs import run_status
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run.jsonl"
+    write(run, [record(task, "oracle", {"prompt": 0, "completion": 0}) for task in TWELVE])
+    (tmp_path / "run.jsonl.tasks.json").write_text(json.dumps({"benchmark": "bfcl", "task_ids": TWELVE}))
+    assert run_status(str(run), "oracle", TWELVE) == "done"
+    assert run_status(str(run), "oracle", None) == "done"
+    assert run_status(str(run), "oracle", [*TWELVE, "multi_turn_base_99"]) == "differs"  # other tasks asked
+    assert run_status(str(run), "vllm:other", TWELVE) == "differs"  # another model
+    write(run, [record(task, "oracle", {"prompt": 0, "completion": 0}) for task in TWELVE[:5]])
+    assert run_status(str(run), "oracle", TWELVE) == "partial"
 
 
 def test_a_null_removes_what_a_key_inherited_and_keeps_its_meaning_where_null_is_a_value():

@@ -70,7 +70,7 @@ class Plan:
 
     def teacher_model(self, run: dict) -> str | None:
         """The paper's name for the model of the teacher whose memory a student run reads."""
-        teacher = f"results/{run['benchmark']}/teacher-{run['teacher']}/trajectories.jsonl"
+        teacher = f"results/paper/{run['benchmark']}/teacher-{run['teacher']}/trajectories.jsonl"
         return self.runs[teacher]["model"] if teacher in self.runs else None
 
 

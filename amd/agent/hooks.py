@@ -24,6 +24,14 @@ class TaskContext:
     # The run's sampling seed (None without one): a method that samples the student several times derives its
     # per-sample seeds from it (chat(messages, sampling={"seed": ...})), so repeats of a run draw different samples.
     seed: int | None = None
+    # Every user turn known before the task starts (Episode.known_turns; BFCL: all of them) and the tools' names:
+    # what a decomposition of the whole task reads (AMD's run option decompose_input=task)
+    turns: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    # What the task has done so far, kept by the agent loop: the current user turn and every executed call
+    # (canonical text, in order), for hooks that rank by them (AMD's run option fn_rank)
+    turn: str = ""
+    calls: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -118,6 +118,7 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     per_turn = _turn_cap(episode, limits)
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
+        task.turn = user
         injected = memory.user_turn(task, user) if memory is not None else Injection()
         agent.add_user(user, injected.text, memory_in_system=injected.in_system)
         turn: Turn = {"user": user, "steps": [], "injected_memory": _records(injected)}
@@ -173,6 +174,7 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
     step["rejected"], step["observations"], step["error"] = outcome.rejected, outcome.observations, outcome.error
     if outcome.code is not None:
         step["code"] = outcome.code
+    task.calls += [call.call for call in outcome.calls]
     hint = Injection()
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)

@@ -31,6 +31,7 @@ from amd.core.files import DISK_FULL
 from amd.core.schema import RunFile, drop_truncated_tail, read_run, write_expected_tasks
 from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
+from amd.llm.base import ModelUnreachable
 
 log = logging.getLogger("amd.run")
 
@@ -53,6 +54,7 @@ class RunSummary:
     skipped: int = 0
     crashed: list[str] = field(default_factory=list)
     disk_full: OSError | None = None  # what stopped the run: no task can be written
+    unreachable: ModelUnreachable | None = None  # what stopped the run: a model (agent, user, memory) is gone
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
@@ -81,7 +83,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
             task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
-                               spec.agent_info.get("params", {}).get("seed"))
+                               spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
+                               [tool["function"]["name"] for tool in episode.tools])
             record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage
@@ -116,6 +119,9 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         raise AmdError(f"{error.filename or out_path}: {error.strerror}; the run stopped there, keeping the "
                        f"{summary.skipped + summary.finished} tasks written: free space and rerun the same command "
                        "to resume")
+    if summary.unreachable is not None:
+        raise AmdError(f"{summary.unreachable}; the run stopped, keeping the {summary.skipped + summary.finished} "
+                       f"of {len(task_ids)} tasks with a verdict: rerun when it answers to finish the rest")
     return summary
 
 
@@ -131,8 +137,8 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
-            if summary.disk_full is not None and queue:
-                queue.clear()  # no task could be written: stop at once
+            if (summary.disk_full or summary.unreachable) and queue:
+                queue.clear()  # no task could be written, or none could get a verdict: stop at once
             if stop_at_crash and summary.crashed and queue:
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
@@ -164,8 +170,12 @@ def _account(future, task_id: str, summary: RunSummary) -> None:
     if error is None:
         summary.finished += 1
         return
-    # A task that crashed is not written: rerunning the command retries it. The run goes on, unless the disk is full.
+    # A task that crashed is not written: rerunning the command retries it. The run goes on, unless the disk is full
+    # or a model cannot be reached (its error names the server).
     summary.crashed.append(task_id)
+    if isinstance(error, ModelUnreachable):
+        summary.unreachable = summary.unreachable or error
+        return
     if isinstance(error, OSError) and error.errno in DISK_FULL:
         summary.disk_full = summary.disk_full or error
         return

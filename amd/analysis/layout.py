@@ -10,6 +10,7 @@ release's runs carry none.
 """
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from amd.core.vocabulary import memory_configs, method_spec
@@ -36,10 +37,33 @@ FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
 # results/'s own folders beside the benchmarks' (tables, the estimate, setup marks, jobs' logs and timings): no
 # config may be named after one, since a config's own outputs go to results/NAME/ (amd.workflow.grid.own_path)
-FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks")
+FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks", "servers")
 
 
 WILDCARDS = {"seed": r"[0-9]+", "build": BUILD, "variant": VARIANT}
+
+
+def under(template: str, folder: str | None) -> str:
+    """A results/ template moved into results/FOLDER/ (a config's own tree); as it is for None."""
+    return template if folder is None else template.replace("results/", f"results/{folder}/", 1)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one config's runs, banks and server files go: results/ for the embedded default, results/NAME/ for any
+    other config, so two configs never write one run file (a run they share is run again in each tree, its model
+    replies then coming from the response cache)."""
+
+    teacher_run: str = TEACHER_RUN
+    bank_dir: str = BANK_DIR
+    zero_shot_run: str = ZERO_SHOT_RUN
+    memory_run: str = MEMORY_RUN
+    probe_run: str = PROBE_RUN
+    server_url: str = SERVER_URL
+
+
+def run_paths(folder: str | None) -> RunPaths:
+    return RunPaths(**{name: under(template, folder) for name, template in vars(RunPaths()).items()})
 
 
 def _pattern(template: str) -> re.Pattern:
@@ -47,8 +71,8 @@ def _pattern(template: str) -> re.Pattern:
     regex = "".join(
         re.escape(part) if i % 2 == 0 else f"(?P<{part}>{WILDCARDS.get(part, NAME)})"
         for i, part in enumerate(parts)
-    )
-    return re.compile(regex + "$")
+    )  # a config's own tree (results/NAME/...) reads as the embedded default's
+    return re.compile(regex.replace("results/", f"results/(?:{NAME}/)?", 1) + "$")
 
 
 _RUN_PATTERNS = {

@@ -12,6 +12,7 @@ from amd.analysis.stats import wilson
 from amd.benchmarks.base import Benchmark, counted_success
 from amd.core.errors import AmdError
 from amd.core.schema import expected_tasks, read_run
+from amd.core.text import printable
 from amd.core.trajectory import TrajectoryRecord
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
@@ -52,8 +53,8 @@ def summarize(path) -> dict:
     except AmdError as error:
         raise AmdError(f"{path}: {error}") from None
     if metrics["missing"]:
-        print(f"amd score: {path}: {len(metrics['missing'])} of {metrics['tasks']} tasks the run was asked for have "
-              f"no record and count as failures: {', '.join(metrics['missing'])}", file=sys.stderr)
+        print(printable(f"amd score: {path}: {len(metrics['missing'])} of {metrics['tasks']} tasks the run was asked "
+                        f"for have no record and count as failures: {', '.join(metrics['missing'])}"), file=sys.stderr)
     return {
         "file": str(path),
         "agent": records[0]["agent"]["spec"] if records else "-",
@@ -101,7 +102,8 @@ def recheck(path) -> list[str]:
 
 
 def format_table(rows: list[dict]) -> str:
-    cells = [COLUMNS] + [["—" if row[column] is None else str(row[column]) for column in COLUMNS] for row in rows]
+    cells = [COLUMNS] + [["—" if row[column] is None else printable(row[column], lines=False) for column in COLUMNS]
+                         for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
     lines = ["  ".join(value.ljust(width) for value, width in zip(line, widths)) for line in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -113,11 +115,11 @@ def score_from_args(args) -> int:
     print(format_table(rows))
     for row in rows:
         for note in row["cost_notes"]:
-            print(f"{row['file']}: cost: {note}")
+            print(printable(f"{row['file']}: cost: {note}"))
     for row in rows:
         if row["retrieval"]:
-            print(f"{row['file']}: retrieval, per memory type (δ: the minimum similarity):")
-            print("\n".join(report_lines(row["retrieval"])))
+            print(printable(f"{row['file']}: retrieval, per memory type (δ: the minimum similarity):"))
+            print(printable("\n".join(report_lines(row["retrieval"]))))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=1)
@@ -128,8 +130,8 @@ def score_from_args(args) -> int:
         mismatched = recheck(path)
         if mismatched:
             status = 1
-            print(f"{path}: the benchmark's checker disagrees on {len(mismatched)} tasks: {', '.join(mismatched)}",
-                  file=sys.stderr)
+            print(printable(f"{path}: the benchmark's checker disagrees on {len(mismatched)} tasks: "
+                            f"{', '.join(mismatched)}"), file=sys.stderr)
         else:
-            print(f"{path}: the benchmark's checker agrees with every stored verdict")
+            print(printable(f"{path}: the benchmark's checker agrees with every stored verdict"))
     return status

@@ -7,7 +7,8 @@ the entry's own text (from the bank the run read, and for entries the run added 
 with-memory), the paired counts, and filters for the discordant tasks; without it, a filter for the failed tasks.
 
 The page is made from `templates/view.html` (package data `amd.page_templates`) by Jinja2 with autoescaping, so every
-text of a model, a tool or a memory entry is escaped. It loads nothing: style and script are inline, and its
+text of a model, a tool or a memory entry is escaped, and its control characters are shown as escapes
+(amd.core.text), so no byte of the page is one a terminal or a browser would act on. It loads nothing: style and script are inline, and its
 Content-Security-Policy forbids every request and allows only its own style and script, by their sha256.
 """
 
@@ -21,6 +22,7 @@ from amd.core.errors import AmdError
 from amd.core.files import atomic_file
 from amd.core.registry import load_target
 from amd.core.schema import read_run
+from amd.core.text import printable
 from amd.core.vocabulary import ZERO_SHOT, run_method
 
 TEMPLATES = files("amd.page_templates")
@@ -59,12 +61,18 @@ def build_page(run_path, against_path=None, bank_dir=None) -> dict:
 
 def render(page: dict) -> str:
     from jinja2 import Environment, StrictUndefined
+    from markupsafe import Markup
 
     style, script = (TEMPLATES / "view.css").read_text(encoding="utf-8"), (
         TEMPLATES / "view.js").read_text(encoding="utf-8")
     policy = (f"default-src 'none'; style-src '{_sha256(style)}'; script-src '{_sha256(script)}'; "
               "base-uri 'none'; form-action 'none'")
-    environment = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    def finalize(value):  # control characters shown in the page's text and source, never sent (`cat page.html`)
+        return Markup(printable(value)) if isinstance(value, Markup) else printable(value) if isinstance(
+            value, str) else value
+
+    environment = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              finalize=finalize)
     template = environment.from_string((TEMPLATES / "view.html").read_text(encoding="utf-8"))
     return template.render(page=page, style=style, script=script, policy=policy)
 

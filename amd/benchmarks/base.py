@@ -137,6 +137,11 @@ class Episode(Protocol):
         """The benchmark's own verdict on the finished episode."""
         ...
 
+    def known_turns(self) -> list[str]:
+        """Every user turn known before the task starts (BFCL's are all scripted; a simulated user's are not): what a
+        decomposition of the whole task reads (amd.agent.hooks.TaskContext.turns)."""
+        return [self.instruction]
+
     def reference_turns(self) -> list[list[Proposal]] | None:
         """Ground-truth actions per turn (for the oracle teacher), or None where the benchmark has none."""
         return None

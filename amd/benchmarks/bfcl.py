@@ -178,6 +178,9 @@ class BfclEpisode(base.CallByCallEpisode):
         self.decoded_calls.append([])
         return self._user_turns[self._turns_started - 1]
 
+    def known_turns(self) -> list[str]:
+        return list(self._user_turns)
+
     def reference_turns(self) -> list[list[Proposal]]:
         turns = []
         for calls in self._ground_truth:

@@ -54,7 +54,10 @@ WORKER = Path(__file__).with_name("toolsandbox_worker.py")
 DEFAULT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-toolsandbox" / "bin" / "python"
 PYTHON_VARIABLE = "AMD_TOOLSANDBOX_PYTHON"
 SCENARIO_SETS = {"offline": ("offline",), "rapidapi": ("rapidapi",), "base": ("offline", "rapidapi")}
-OPTIONS = ("user_model", "scenarios", "user_temperature", "user_max_tokens")
+OPTIONS = ("user_model", "scenarios", "user_temperature", "user_max_tokens", "query")
+# The memory query (the episode's instruction): the user's opening message (amd's), or the user simulator's hidden
+# scenario instruction (the authors' release: its workflow key and decomposition input)
+QUERIES = ("opening", "scenario")
 # Scenario names end in variant markers: another phrasing (_alt, _implicit), the request over several user turns,
 # a tool taken away (_insufficient_information, _no_<tool>), another starting state (_wifi_off, ...). A scenario's
 # task group is its name without them, so the leakage protocols keep a request and its variants together.
@@ -67,7 +70,7 @@ class ToolSandbox(Benchmark):
     name = "toolsandbox"
 
     def __init__(self, user_model: str | None = None, scenarios: str = "offline", user_temperature="0",
-                 user_max_tokens="1024", **unknown):
+                 user_max_tokens="1024", query: str = "opening", **unknown):
         if unknown:
             raise AmdError(f"benchmark toolsandbox has no option(s) {', '.join(sorted(unknown))}; "
                            f"options: {', '.join(OPTIONS)}")
@@ -77,7 +80,9 @@ class ToolSandbox(Benchmark):
         if "rapidapi" in SCENARIO_SETS[scenarios] and not os.environ.get("RAPID_API_KEY"):
             raise AmdError(f"benchmark toolsandbox: scenarios={scenarios} includes the 38 RapidAPI scenarios, which "
                            "need RAPID_API_KEY and network access; scenarios=offline runs the other 91")
-        self.scenario_set = scenarios
+        if query not in QUERIES:
+            raise AmdError(f"benchmark toolsandbox: query={query!r}; known: {', '.join(QUERIES)}")
+        self.scenario_set, self.query = scenarios, query
         self.user_spec = user_model
         self.user_params = {"temperature": _optional(user_temperature, finite_float, "user_temperature"),
                             "max_tokens": _optional(user_max_tokens, int, "user_max_tokens")}
@@ -97,7 +102,8 @@ class ToolSandbox(Benchmark):
         return scenario_group(task_id)
 
     def data_version(self) -> dict:
-        return {**self._ask("hello")["version"], "scenarios": self.scenario_set}
+        query = {"query": self.query} if self.query != QUERIES[0] else {}  # the default's runs read as before
+        return {**self._ask("hello")["version"], "scenarios": self.scenario_set, **query}
 
     def function_info(self, name: str) -> FunctionInfo:
         tool = self._ask("hello")["tools"].get(name, {})
@@ -109,7 +115,7 @@ class ToolSandbox(Benchmark):
             raise AmdError(f"unknown ToolSandbox scenario {task_id!r}{did_you_mean(task_id, known)} in the "
                            f"{self.scenario_set} set")
         user = self._user_simulator()
-        return ToolSandboxEpisode(task_id, self._workers.take(), user, self._workers.give_back)
+        return ToolSandboxEpisode(task_id, self._workers.take(), user, self._workers.give_back, self.query)
 
     def close(self) -> None:
         self._workers.close()
@@ -148,7 +154,7 @@ def scenario_group(name: str) -> str:
 
 
 class ToolSandboxEpisode(Episode):
-    def __init__(self, task_id: str, worker: "Worker", user: "UserSimulator", release):
+    def __init__(self, task_id: str, worker: "Worker", user: "UserSimulator", release, query: str = "opening"):
         self.task_id = task_id
         self._worker, self._user, self._release = worker, user, release
         self._ended: str | None = None  # how the conversation ended, once it has
@@ -161,7 +167,8 @@ class ToolSandboxEpisode(Episode):
         self.system_message = "\n\n".join(first.get("system", []))  # ToolSandbox's system message to the agent
         self.official_history = {"tool_names": True}  # how ToolSandbox's own OpenAI agent writes its history
         self._opening: str | None = _user_text(first) if self._ended is None else None
-        self.instruction = self._opening or ""
+        hidden = first.get("scenario_instruction") if query == "scenario" else None
+        self.instruction = hidden or self._opening or ""
         self._schema = ToolSchema(self.tools)
 
     def next_user_message(self, last_agent_reply: str | None) -> str | None:

@@ -14,7 +14,8 @@ One JSON object per line on stdin/stdout. Requests:
   {"op": "reply", "text": ...}             → the next event (the agent answered the user)
   {"op": "calls", "calls": [{"id", "name", "arguments"}]}   → the next event (the agent called tools)
   {"op": "score"}                          → {"verdict": {...}} (also mid-scenario: play stops there)
-Events: {"event": "agent_turn", "messages": [...], "tools": [...], "system": [...]}, {"event": "ended", "messages",
+Events: {"event": "agent_turn", "messages": [...], "tools": [...], "system": [...]} (the first one also with
+"scenario_instruction": the user simulator's hidden instruction), {"event": "ended", "messages",
 "ended_by"} (the user ended it, or the message limit) or {"event": "failed", "messages", "exception"} (ToolSandbox
 raised), where a message is {"role": "user", "content"} or {"role": "tool", "id", "content", "error", "refused"}.
 While playing, the worker may ask {"ask": "user_model", "messages": [...], "tools": [...] | null} and reads
@@ -51,6 +52,7 @@ from tool_sandbox.roles.execution_environment import ExecutionEnvironment
 from tool_sandbox.roles.openai_api_agent import OpenAIAPIAgent
 from tool_sandbox.roles.openai_api_user import OpenAIAPIUser
 from tool_sandbox.scenarios import named_scenarios
+from tool_sandbox.scenarios.user_simulator_few_shot_examples import USER_INSTRUCTION
 
 SCENARIO_SEED = 42  # ToolSandbox's CLI seeds `random` with 42 before building scenarios (tool order in allow lists)
 RAPID_API_MODULE = "tool_sandbox.tools.rapid_api_search_tools"  # tools that call RapidAPI over the network
@@ -125,7 +127,8 @@ class RemoteAgent(OpenAIAPIAgent):
                                 for call in self.last_calls]
 
     def model_inference(self, openai_messages, openai_tools) -> ChatCompletion:
-        event = {"event": "agent_turn", "messages": self.refused + self.unreported(),
+        first = {"scenario_instruction": scenario_instruction(self.get_messages())} if self.reported == 0 else {}
+        event = {"event": "agent_turn", **first, "messages": self.refused + self.unreported(),
                  "tools": [] if openai_tools is NOT_GIVEN else list(openai_tools),
                  "system": [m["content"] for m in openai_messages if m["role"] == "system"]}
         self.refused = []
@@ -147,6 +150,17 @@ class RemoteAgent(OpenAIAPIAgent):
         new, self.reported = visible[self.reported:], len(visible)
         return [as_event_message(message) for message in new if message.recipient == RoleType.AGENT
                 and message.sender in (RoleType.USER, RoleType.EXECUTION_ENVIRONMENT)]
+
+
+def scenario_instruction(messages) -> str | None:
+    """What the scenario tells the user simulator to do: its last system message to the user role (the earlier ones
+    are the simulator's few-shot examples), less ToolSandbox's role-play preamble that every scenario shares."""
+    told = [message.content for message in messages
+            if message.sender == RoleType.SYSTEM and message.recipient == RoleType.USER]
+    if not told:
+        return None
+    text, preamble = told[-1].strip(), USER_INSTRUCTION.strip()
+    return text.partition(preamble)[2].strip() if preamble in text else text
 
 
 def as_event_message(message) -> dict:

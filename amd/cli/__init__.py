@@ -22,13 +22,15 @@ from pathlib import Path
 
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL, sole_writer
+from amd.core.text import printable
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
@@ -70,7 +72,7 @@ def _main(args) -> int:
                 held.enter_context(sole_writer(output, command_name(args)))
             return int(args.handler(args) or 0)
     except AmdError as exc:
-        print(f"amd: error: {exc}", file=sys.stderr)
+        print(f"amd: error: {printable(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader closed the pipe (`amd memory show BANK | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -81,6 +83,13 @@ def _main(args) -> int:
         print(f"amd: error: {exc.filename or 'an output'}: {exc.strerror}; what was written before is kept: free "
               "space and rerun the same command", file=sys.stderr)
         return 2
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines carry task ids, paths and model text: their control characters are shown, not sent."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
 
 
 def outputs(args) -> list[str]:

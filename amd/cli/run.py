@@ -11,6 +11,7 @@ from amd.agent.runner import RunSpec, run_tasks
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
 from amd.core.spec import finite_float
+from amd.core.text import printable
 from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
     AGENT_PARAM_DEFAULTS,
@@ -227,7 +228,7 @@ def _report(out_path, summary, ledger) -> None:
         line += f", {ledger.cut_replies} model replies cut by the token limit (--max-tokens)"
     if summary.crashed:
         line += f", {len(summary.crashed)} crashed (not written; rerun to retry): {', '.join(summary.crashed)}"
-    print(f"amd run: {line} -> {out_path}", file=sys.stderr)
+    print(printable(f"amd run: {line} -> {out_path}"), file=sys.stderr)
     if ledger is not None:
         totals = vars(ledger).copy()
         print(f"amd run: token ledger {json.dumps(totals)}", file=sys.stderr)

@@ -10,7 +10,7 @@ importing the method.
 
 import importlib
 import importlib.metadata
-import sys
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -48,6 +48,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry] = {}
         self._sources: list[Callable[[], Iterable[tuple[str, str, dict[str, Any]]]]] = []
         self._discovered = not self.groups
+        self._discovering = threading.RLock()
 
     def add(self, name: str, target: str | None = None, *, unavailable: str | None = None, **meta: Any) -> None:
         if name in self._entries:
@@ -61,15 +62,16 @@ class Registry(Generic[T]):
         self._discovered = False
 
     def _discover(self) -> None:
-        if self._discovered:
-            return
-        self._discovered = True
-        found = [(point.name, point.value, meta) for group, meta in self.groups.items()
-                 for point in importlib.metadata.entry_points(group=group)]
-        for source in self._sources:
-            found += list(source())
-        for name, target, meta in found:
-            self.add(name, target, **meta)
+        with self._discovering:  # one thread discovers; the others wait for its entries, never see half of them
+            if self._discovered:  # or the discovering thread asks again, from a source
+                return
+            self._discovered = True
+            found = [(point.name, point.value, meta) for group, meta in self.groups.items()
+                     for point in importlib.metadata.entry_points(group=group)]
+            for source in self._sources:
+                found += list(source())
+            for name, target, meta in found:
+                self.add(name, target, **meta)
 
     def names(self) -> list[str]:
         self._discover()
@@ -97,10 +99,16 @@ class Registry(Generic[T]):
         return cast(T, found)
 
 
+_importing = threading.RLock()  # one target imported at a time: plug-ins importing each other never deadlock
+
+
 def load_target(target: str) -> Any:
-    """The object a "module:attr" string names."""
+    """The object a "module:attr" string names. Thread-safe: while one thread runs a module's code, the others wait
+    for it to finish (`sys.modules` alone would hand them the half-initialised module: "partially initialized
+    module" under a memory writer's threads)."""
     module, _, attr = target.partition(":")
-    return getattr(sys.modules.get(module) or importlib.import_module(module), attr)
+    with _importing:
+        return getattr(importlib.import_module(module), attr)
 
 
 BENCHMARKS: Registry[Callable[..., "Benchmark"]] = Registry("benchmark", groups={"amd.benchmarks": {}})

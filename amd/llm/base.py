@@ -4,6 +4,14 @@ servers (OpenAI, vLLM, the embedded llama.cpp server)."""
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from amd.core.errors import AmdError
+
+
+class ModelUnreachable(AmdError):
+    """The model's server could not be used at all (refused or dropped connections, timeouts, 5xx, 429, auth)
+    after the retries: an infrastructure fault, never a verdict. `chat` raises it; a run stops on it, writing
+    nothing for the task, so a rerun against a live server finishes exactly the tasks that lack a verdict."""
+
 
 @dataclass
 class ChatReply:

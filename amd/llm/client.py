@@ -3,12 +3,15 @@
 Retries are the SDK's own (`max_retries`: 408/409/429/5xx, timeouts, dropped connections, Retry-After honoured).
 ChatModel adds only what the SDK does not do: it sends a request again when an HTTP 200 carries no usable completion
 (garbage, no choices, the wrong shape), within the same budget of retries, and it counts the HTTP requests each
-`chat` really sent, SDK retries included, with a request hook on the SDK's HTTP client. Server faults never raise
-out of `chat`; they end in `ChatReply(error=...)`."""
+`chat` really sent, SDK retries included, with a request hook on the SDK's HTTP client. A server that cannot be
+used once the retries are spent (no connection, no reply in time, 5xx, 429, 401/403/404) raises ModelUnreachable
+out of `chat`: an infrastructure fault is never a verdict. A refusal of the request itself (400, 413, 422) or a
+reply that stays malformed ends in `ChatReply(error=...)`: the model's answer to that request."""
 
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -17,7 +20,7 @@ import openai
 from amd.core.errors import AmdError
 from amd.core.paths import cache_dir
 from amd.core.vocabulary import PROMPTING
-from amd.llm.base import ChatReply, TokenLedger
+from amd.llm.base import ChatReply, ModelUnreachable, TokenLedger
 from amd.llm.cache import ResponseCache, request_key
 
 log = logging.getLogger("amd.llm")
@@ -28,6 +31,9 @@ SAMPLING_DEFAULTS = {"temperature": 0, "max_tokens": 512, "seed": 0, "top_p": No
 TRANSPORT_DEFAULTS = {"max_retries": 6, "timeout_s": 600.0, "cache": True}
 # Settings of the embedded server (local: specs only).
 LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
+# HTTP statuses that refuse the request itself (too long a prompt, a bad body): the model's answer to that request,
+# recorded as the step's model_error. Any other status left after the retries means the server cannot be used.
+REQUEST_REFUSED = {400, 413, 422}
 # How the model is asked, beyond sampling: Qwen3's thinking (chat template switch; off unless asked), and whose
 # prompt the agent uses (amd.agent.agents.ModelAgent: "amd", or "official": the benchmark's messages alone, as an
 # official function-calling harness sends them).
@@ -80,12 +86,16 @@ class ChatModel:
     """A model behind an OpenAI-compatible endpoint. Use as a context manager; `chat` is thread-safe.
     `client` comes from `sdk_client`, whose request hook lets each reply say how many requests it took."""
 
-    def __init__(self, *, spec: str, model: str, identity: str, client: openai.OpenAI, params: dict,
+    def __init__(self, *, spec: str, model: str, identity: str | Callable[[openai.OpenAI], str], client: openai.OpenAI,
+                 params: dict,
                  native_tools: bool, extra_body: dict | None = None, token_field: str = "max_tokens",
                  on_close=None):
         self.spec = spec
         self.model = model
-        self.identity = identity  # names the weights in the cache key; no host, port or key
+        # What the cache key names as the model (no key, and no host or port where the weights are known): given,
+        # or asked of the server on first use (a vllm: model: what it serves, amd.llm.served_identity).
+        self._identity = identity
+        self._identity_lock = threading.Lock()
         self.params = params
         self.native_tools = native_tools  # False: tools are not sent, the prompt carries their docs
         self.ledger = TokenLedger()
@@ -96,6 +106,21 @@ class ChatModel:
         self._ledger_lock = threading.Lock()
         self._cache = ResponseCache(cache_dir("responses")) if params["cache"] else None
         self._encoded_tools = (None, b"")  # the last tool list sent and its JSON: an agent resends one list, unchanged
+
+    @property
+    def identity(self) -> str:
+        """The cache key's name of the model; asked of the server once where not given (a server that cannot be
+        reached raises ModelUnreachable, as `chat` does)."""
+        if callable(self._identity):
+            with self._identity_lock:
+                if callable(self._identity):
+                    first = requests_sent()
+                    try:
+                        self._identity = self._identity(self._client)
+                    except openai.APIConnectionError as error:  # timeouts included, after the SDK's retries
+                        raise ModelUnreachable(f"model {self.model}: {self._describe(error)} "
+                                               f"({requests_sent() - first} requests)") from None
+        return self._identity
 
     @property
     def base_url(self) -> str:
@@ -188,7 +213,10 @@ class ChatModel:
             try:
                 reply = self._post(body, retries_left)
             except (openai.APIStatusError, openai.APIConnectionError) as error:  # the SDK's retries are spent
-                return ChatReply(text="", requests=requests_sent() - first, error=self._describe(error))
+                sent = requests_sent() - first
+                if isinstance(error, openai.APIStatusError) and error.status_code in REQUEST_REFUSED:
+                    return ChatReply(text="", requests=sent, error=self._describe(error))
+                raise ModelUnreachable(f"model {self.model}: {self._describe(error)} ({sent} requests)") from None
             except (openai.OpenAIError, ValueError) as error:  # a body the SDK or _to_reply could not read
                 reason = f"malformed response from {self.base_url}: {type(error).__name__}: {_short(str(error))}"
                 log.warning("%s: %s", self.spec, reason)

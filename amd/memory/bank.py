@@ -139,21 +139,78 @@ class Bank:
         return Bank(self.path, self.manifest, self.manifest_sha256, entries, indexes)
 
 
+SNAPSHOT_TRIES = 3  # reads of a bank that a rebuild replaced mid-read before giving up
+
+
+class _Replaced(Exception):
+    """The folder read was replaced by a rebuild while it was read: read the new one from the start."""
+
+
 def load_bank(bank_dir) -> Bank:
+    """The bank at `bank_dir`, every file verified against the manifest's checksum and parsed from the very bytes
+    verified, all read from one folder (opened once): a rebuild renaming a new bank into place mid-read can never
+    mix two banks; the new bank is read again from its start."""
     # One query at a time: FAISS's OpenMP threads cost far more than they save (32 ms vs 1 ms per top-1 search
     # over 10,000 vectors on 2 cores).
     faiss.omp_set_num_threads(1)
     path = Path(bank_dir)
-    manifest_path = path / "manifest.json"
-    if not manifest_path.exists():
+    for _ in range(SNAPSHOT_TRIES):
+        try:
+            return _load_snapshot(path)
+        except _Replaced:
+            continue
+    raise AmdError(f"{path}: replaced by a rebuild while being read, {SNAPSHOT_TRIES} times in a row; the bank is "
+                   "fine: run again once the build writing it has finished")
+
+
+def _load_snapshot(path: Path) -> Bank:
+    try:
+        folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        raise AmdError(f"{path}: not a memory bank (no manifest.json); build one with `amd memory build`") from None
+    try:
+        return _read_bank(path, folder)
+    except (AmdError, OSError):
+        if _replaced(path, folder):
+            raise _Replaced from None
+        raise
+    finally:
+        os.close(folder)
+
+
+def _replaced(path: Path, folder: int) -> bool:
+    """Whether `path` names another folder now than the one opened as `folder`."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return True
+    opened = os.fstat(folder)
+    return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
+
+
+def _read_bank(path: Path, folder: int) -> Bank:
+    def read(name: str) -> bytes | None:
+        try:
+            with open(name, "rb", opener=lambda file, flags: os.open(file, flags, dir_fd=folder)) as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    manifest_bytes = read("manifest.json")
+    if manifest_bytes is None:
         raise AmdError(f"{path}: not a memory bank (no manifest.json); build one with `amd memory build`")
-    manifest_bytes = manifest_path.read_bytes()
-    manifest = _parse_json(manifest_bytes, manifest_path, 1, None)
+    manifest = _parse_json(manifest_bytes, path / "manifest.json", 1, None)
     if not isinstance(manifest, dict) or manifest.get("schema") != BANK_SCHEMA:
         raise AmdError(f"{path}: bank schema {_schema(manifest)!r}, expected {BANK_SCHEMA!r}; rebuild it")
-    _check_files(path, manifest)
-    entries = {t: _read_entries(path / f"{t}.jsonl", manifest) for t in manifest["types"]}
-    indexes = {t: _read_index(path / f"{t}.faiss", manifest) for t in manifest["types"]}
+    files = {}
+    for name in _bank_files(path, manifest):
+        data = read(name)
+        if data is None:
+            raise AmdError(f"{path / name}: missing from the bank; {rebuild_hint(path, manifest)}")
+        _check_file(path / name, data, manifest)
+        files[name] = data
+    entries = {t: _parse_entries(files[f"{t}.jsonl"], path / f"{t}.jsonl", manifest) for t in manifest["types"]}
+    indexes = {t: _parse_index(files[f"{t}.faiss"], path / f"{t}.faiss", manifest) for t in manifest["types"]}
     for type_name, index in indexes.items():
         if index.ntotal != len(entries[type_name]):
             raise AmdError(f"{path}: {type_name} has {len(entries[type_name])} entries but {index.ntotal} vectors; "
@@ -179,28 +236,27 @@ def _schema(manifest) -> object:
     return manifest.get("schema") if isinstance(manifest, dict) else None
 
 
-def _check_files(path: Path, manifest: dict) -> None:
-    """Every file of the bank holds what it held when the bank was written (the manifest's sha256 of each)."""
-    expected = manifest.get("files")
-    if expected is None:
+def _bank_files(path: Path, manifest: dict) -> list[str]:
+    """The files a bank holds besides its manifest: those its types need and those its checksums name."""
+    needed = {f"{t}.{ext}" for t in manifest["types"] for ext in ("jsonl", "faiss")}
+    if manifest.get("files") is None:
         log.warning("%s: built before banks carried checksums, so its files are not verified; %s", path,
                     rebuild_hint(path, manifest))
-        return
-    needed = {f"{t}.{ext}" for t in manifest["types"] for ext in ("jsonl", "faiss")}
-    for name in sorted(needed | set(expected)):
-        file = path / name
-        if not file.exists():
-            raise AmdError(f"{file}: missing from the bank; {rebuild_hint(path, manifest)}")
-        if name not in expected or sha256_file(file) != expected[name]:
-            raise AmdError(f"{file}: not the file this bank was built with (its sha256 differs from the manifest's: "
-                           f"changed or damaged since); {rebuild_hint(path, manifest)}")
+        return sorted(needed)
+    return sorted(needed | set(manifest["files"]))
 
 
-def _read_index(path: Path, manifest: dict):
-    if not path.exists():
-        raise AmdError(f"{path}: missing from the bank; {rebuild_hint(path.parent, manifest)}")
+def _check_file(file: Path, data: bytes, manifest: dict) -> None:
+    """The file holds what it held when the bank was written (the manifest's sha256 of it), where recorded."""
+    expected = manifest.get("files")
+    if expected is not None and (file.name not in expected or hashlib.sha256(data).hexdigest() != expected[file.name]):
+        raise AmdError(f"{file}: not the file this bank was built with (its sha256 differs from the manifest's: "
+                       f"changed or damaged since); {rebuild_hint(file.parent, manifest)}")
+
+
+def _parse_index(data: bytes, path: Path, manifest: dict):
     try:
-        index = faiss.read_index(str(path))
+        index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
     except RuntimeError as error:
         reason = str(error).strip().splitlines()[-1][:200] if str(error).strip() else "unreadable"
         raise AmdError(f"{path}: not a readable FAISS index ({reason}); {rebuild_hint(path.parent, manifest)}") from None
@@ -210,11 +266,9 @@ def _read_index(path: Path, manifest: dict):
     return index
 
 
-def _read_entries(path: Path, manifest: dict) -> list[dict]:
-    if not path.exists():
-        raise AmdError(f"{path}: missing from the bank; {rebuild_hint(path.parent, manifest)}")
-    with open(path, "rb") as handle:
-        return [_parse_json(raw, path, number, manifest) for number, raw in enumerate(handle, start=1) if raw.strip()]
+def _parse_entries(data: bytes, path: Path, manifest: dict) -> list[dict]:
+    return [_parse_json(raw, path, number, manifest)
+            for number, raw in enumerate(data.split(b"\n"), start=1) if raw.strip()]
 
 
 def _parse_json(raw: bytes, path: Path, line: int, manifest: dict | None):

@@ -2,6 +2,7 @@
 and checks the records, embeds each type's embedded field, writes the manifest and the bank."""
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,13 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         raise AmdError(f"no trajectories in {', '.join(map(str, trajectory_paths))}: a bank is distilled from a "
                        "teacher's run; run the teacher first")
     groups = {record["task_id"]: record["task_group"] for record in records}  # an older file's: read_run fills it in
-    benchmarks = {}
+    benchmarks, opening = {}, threading.Lock()
 
-    def benchmark(name: str):
-        if name not in benchmarks:
-            benchmarks[name] = create_benchmark(name, **(benchmark_options or {}))
-        return benchmarks[name]
+    def benchmark(name: str):  # called from the writer's threads: each benchmark opened once
+        with opening:
+            if name not in benchmarks:
+                benchmarks[name] = create_benchmark(name, **(benchmark_options or {}))
+            return benchmarks[name]
 
     writer_obj = open_writer(writer, writer_params)
     try:

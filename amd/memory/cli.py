@@ -7,6 +7,7 @@ from collections import Counter
 
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
+from amd.core.text import printable
 from amd.core.vocabulary import memory_types
 from amd.memory.bank import check_bank_out, load_bank
 from amd.memory.build import build_bank
@@ -15,6 +16,11 @@ from amd.memory.pool import pool_banks
 from amd.memory.writing import RULES
 
 WRITER_DEFAULTS = {"max_tokens": 2048}  # a segmentation of a long trajectory needs more than the 512 of a step
+
+
+def say(text: str) -> None:
+    """A line of bank text on stdout, its control characters shown, not sent."""
+    print(printable(text))
 
 
 def register(subparsers) -> None:
@@ -86,13 +92,13 @@ def run_build(args) -> int:
                           key_values(args.option), args.writer_concurrency,
                           key_values(args.benchmark_option, "--benchmark-option"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
-    print(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
+    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
     return 0
 
 
 def run_pool(args) -> int:
     manifest = pool_banks(args.banks, args.teachers, args.out)
-    print(f"bank {args.out} ({manifest['method']['name']}, pooled from {', '.join(args.teachers)}): "
+    say(f"bank {args.out} ({manifest['method']['name']}, pooled from {', '.join(args.teachers)}): "
           f"{json.dumps(manifest['counts'])} stored, {json.dumps(manifest['pool']['default_counts'])} seen by default")
     return 0
 
@@ -100,24 +106,24 @@ def run_pool(args) -> int:
 def run_show(args) -> int:
     bank = load_bank(args.bank)
     manifest = bank.manifest
-    print(f"bank {args.bank} (manifest sha256 {bank.manifest_sha256[:12]})")
-    print(f"method {manifest['method']['name']} {manifest['method']['version']}, writer {manifest['writer']['spec']}, "
+    say(f"bank {args.bank} (manifest sha256 {bank.manifest_sha256[:12]})")
+    say(f"method {manifest['method']['name']} {manifest['method']['version']}, writer {manifest['writer']['spec']}, "
           f"embedder {manifest['embedder']} ({manifest['dim']}-dim), "
           f"agents {', '.join(a['spec'] for a in manifest['agents']) or '-'}")
-    print(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
+    say(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
                                                         if "audit" in manifest else ""))
     if "build_settings" in manifest:
-        print(f"build settings {manifest['build_settings']}")
+        say(f"build settings {manifest['build_settings']}")
     for line in _audited_lines(manifest.get("audited")):
-        print(line)
+        say(line)
     if "pool" in manifest:
         by_teacher = Counter(manifest["pool"]["default_teacher"].values())
-        print(f"pooled from {', '.join(manifest['pool']['teachers'])}; tasks seen by default from "
+        say(f"pooled from {', '.join(manifest['pool']['teachers'])}; tasks seen by default from "
               + ", ".join(f"{name} {by_teacher[name]}" for name in manifest["pool"]["teachers"]))
     for type_name in manifest["types"]:
         for entry in bank.entries[type_name][: args.n]:
-            print(f"\n[{entry['id']}]")
-            print(textwrap.indent(_summary(entry, manifest["types"][type_name]["embedded"]), "  "))
+            say(f"\n[{entry['id']}]")
+            say(textwrap.indent(_summary(entry, manifest["types"][type_name]["embedded"]), "  "))
     return 0
 
 
@@ -138,12 +144,12 @@ def run_query(args) -> int:
     vector = get_embedder(bank.manifest["embedder"]).embed_one(args.text)
     thresholds = {t.name: t.default_delta for t in memory_types().values()}
     for type_name in [args.type] if args.type else bank.manifest["types"]:
-        print(f"== {type_name}")
+        say(f"== {type_name}")
         for entry, score in bank.search(type_name, vector, args.k, delta=None):
             delta = thresholds.get(type_name)
             mark = "  (below default delta)" if delta is not None and score < delta else ""
-            print(f"{score:+.3f}  {entry['id']}{mark}")
-            print(textwrap.indent(_summary(entry, bank.manifest["types"][type_name]["embedded"]), "        "))
+            say(f"{score:+.3f}  {entry['id']}{mark}")
+            say(textwrap.indent(_summary(entry, bank.manifest["types"][type_name]["embedded"]), "        "))
     return 0
 
 

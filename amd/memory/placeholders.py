@@ -5,11 +5,20 @@ The audit collects the concrete argument values of a trajectory's calls (strings
 placeholder, and rejects an insight that the repair leaves unusable (over the word limit, or naming no function).
 Neither the paper nor its release audits insights (their prompts ask for placeholders and function names): with
 `repair` off, an insight keeps its values and is kept naming no function; the word limit still applies.
+
+Value masking (`ValueMask`, the build option `entry_values`) puts the same placeholders into subtask and function entries,
+as the authors' release does for BFCL (each argument value of a stored call) and ToolSandbox (arguments, and the
+results scrubbed): `masked` writes each call with typed placeholders for its argument values and replaces the
+trajectory's argument values wherever else the entry quotes them (a user turn, a segment's description, a code
+block); `scrubbed` also scrubs the observations; `raw` (amd's default) keeps every value.
 """
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from amd.benchmarks.base import canonical_call
 
 MAX_INSIGHT_WORDS = 120
 
@@ -106,11 +115,12 @@ class AuditResult:
 
 
 def audit_insight(insight: str, calls: list[dict], function_names: list[str], trim: bool = False,
-                  repair: bool = True) -> AuditResult:
+                  repair: bool = True, keep_long: bool = False) -> AuditResult:
     """Replace every surviving concrete value by its placeholder; reject when the result is unusable.
     `function_names` are the trajectory's `app.function_name` forms; the insight must keep at least one. An
     insight over the word limit is rejected, or with `trim` cut to it (`trimmed`: the release asks for fewer than
-    120 words and keeps what it gets). Without `repair` (the paper's way), values stay and no function is required."""
+    120 words and keeps what it gets), or with `keep_long` kept whole. Without `repair` (the paper's way), values stay
+    and no function is required."""
     repaired = 0
     for value, placeholder in trajectory_values(calls) if repair else ():
         insight, count = _pattern(value).subn(placeholder, insight)
@@ -119,7 +129,7 @@ def audit_insight(insight: str, calls: list[dict], function_names: list[str], tr
     trimmed = trim and words > MAX_INSIGHT_WORDS
     if trimmed:
         insight = trim_to_words(insight, MAX_INSIGHT_WORDS)
-    elif words > MAX_INSIGHT_WORDS:
+    elif words > MAX_INSIGHT_WORDS and not keep_long:
         return AuditResult(insight, repaired, True, f"{words} words (limit {MAX_INSIGHT_WORDS})")
     if repair and function_names and not any(name in insight for name in function_names):
         return AuditResult(insight, repaired, True, "names no app.function_name", trimmed)
@@ -143,3 +153,64 @@ def scrub_free_text(text: str) -> str:
     text = re.sub(r"(?<!\w)(/[\w.-]+)+/?", "<FILE_PATH>", text)
     text = re.sub(r"\b(?=[A-Za-z_-]*\d)(?=\d*[A-Za-z])[\w-]{3,}\b", "<ID>", text)
     return re.sub(r"\d[\d.,]*\d", "<NUMBER>", text)
+
+
+VALUE_MODES = ("raw", "masked", "scrubbed")  # the build option `entry_values`: see ValueMask
+
+
+def masked_arguments(arguments: dict, known: dict[str, str] | None = None) -> dict:
+    """The arguments with every string and number replaced by its typed placeholder (`known`: value text ->
+    placeholder, so one value gets one placeholder across a trajectory); booleans and None are kept (they choose a
+    behaviour, not a value), lists and dicts are masked inside."""
+
+    def mask(value, key):
+        if isinstance(value, dict):
+            return {inner_key: mask(inner, inner_key) for inner_key, inner in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [mask(inner, key) for inner in value]
+        if isinstance(value, bool) or value is None:
+            return value
+        text = value.strip() if isinstance(value, str) else repr(value)
+        return (known or {}).get(text) or placeholder_for(value, key)
+
+    return {key: mask(value, key) for key, value in arguments.items()}
+
+
+class ValueMask:
+    """How an entry shows the values of one trajectory's calls (`mode`: raw, masked or scrubbed; VALUE_MODES)."""
+
+    def __init__(self, mode: str = "raw", calls: list[dict] | None = None):
+        if mode not in VALUE_MODES:
+            raise ValueError(f"value mode {mode!r} is not one of {', '.join(VALUE_MODES)}")
+        self.mode = mode
+        self._values = trajectory_values(calls or []) if mode != "raw" else []
+        self._known = dict(self._values)
+
+    def call(self, call: dict) -> str:
+        """The call as stored: its own text, or with typed placeholders for its argument values."""
+        if self.mode == "raw":
+            return call["call"]
+        return canonical_call(call["name"], masked_arguments(call["arguments"], self._known))
+
+    def text(self, text: str) -> str:
+        """Text that may quote the trajectory's values (a user turn, a description, a code block)."""
+        for value, placeholder in self._values:
+            text = _pattern(value).sub(placeholder, text)
+        return text
+
+    def observation(self, text: str) -> str:
+        """An observation: under `scrubbed`, a JSON result with its values masked (its keys kept), any other text
+        scrubbed (the trajectory's values, then quoted strings, emails, paths, ids, numbers); else as it was."""
+        if self.mode != "scrubbed":
+            return text
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return scrub_free_text(self.text(text))
+        if not isinstance(parsed, (dict, list)):
+            return scrub_free_text(self.text(text))
+        masked = masked_arguments({"": parsed}, self._known)[""]
+        return json.dumps(masked, ensure_ascii=False)
+
+
+RAW = ValueMask()

@@ -7,6 +7,8 @@ every call found in the block shares it, and the block with its output is what m
 from dataclasses import dataclass
 from typing import Any
 
+from amd.memory.placeholders import RAW, ValueMask
+
 OBSERVATION_CHARS = 300
 
 
@@ -66,22 +68,24 @@ def is_error_observation(text: str) -> bool:
             or "traceback" in head)
 
 
-def render_steps_code(steps: list[Step], observation_chars: int = OBSERVATION_CHARS) -> str:
+def render_steps_code(steps: list[Step], observation_chars: int = OBSERVATION_CHARS, mask: ValueMask = RAW) -> str:
     """Call lines (or a code step's block) with `# -> observation` comments, each observation cut at
-    `observation_chars`; a `# user:` comment where a user turn starts."""
+    `observation_chars`; a `# user:` comment where a user turn starts. `mask`: how values are shown."""
     lines = []
+
+    def observed(observation: str) -> str:
+        return f"# -> {one_line(mask.observation(observation), observation_chars)}"
+
     for step in steps:
         if step.first_of_turn:
-            lines.append(f"# user: {one_line(step.user, 200)}")
+            lines.append(f"# user: {one_line(mask.text(step.user), 200)}")
         if step.code is not None:
-            lines += [step.code, f"# -> {one_line((step.data.get('observations') or [''])[0], observation_chars)}"]
+            lines += [mask.text(step.code), observed((step.data.get("observations") or [""])[0])]
             continue
         for call, observation in step.call_observations():
-            lines.append(call["call"])
-            lines.append(f"# -> {one_line(observation, observation_chars)}")
+            lines += [mask.call(call), observed(observation)]
         for rejected, observation in step.rejected_observations():
-            lines.append(f"# rejected: {one_line(rejected.get('text', ''), 200)}")
-            lines.append(f"# -> {one_line(observation, observation_chars)}")
+            lines += [f"# rejected: {one_line(mask.text(rejected.get('text', '')), 200)}", observed(observation)]
     return "\n".join(lines)
 
 
@@ -117,13 +121,14 @@ def _source_of(value, earlier: list[tuple[str, str]]) -> str | None:
 
 
 def call_example_code(step: Step, previous: Step | None, call: dict, observation: str,
-                      observation_chars: int = OBSERVATION_CHARS) -> str:
+                      observation_chars: int = OBSERVATION_CHARS, mask: ValueMask = RAW) -> str:
     """One call as code, with its user turn and the preceding step of the same turn as context; a call of a code
-    step is shown in its block."""
-    lines = [f"# user: {one_line(step.user, 200)}"]
+    step is shown in its block. `mask`: how values are shown."""
+    lines = [f"# user: {one_line(mask.text(step.user), 200)}"]
     for before, before_observation in previous.call_observations() if previous else []:
-        lines.append(f"# before: {before['call']} -> {one_line(before_observation, 150)}")
-    return "\n".join(lines + [step.code or call["call"], f"# -> {one_line(observation, observation_chars)}"])
+        lines.append(f"# before: {mask.call(before)} -> {one_line(mask.observation(before_observation), 150)}")
+    shown = mask.text(step.code) if step.code is not None else mask.call(call)
+    return "\n".join(lines + [shown, f"# -> {one_line(mask.observation(observation), observation_chars)}"])
 
 
 def call_example_prose(benchmark, previous: Step | None, call: dict, observation: str) -> str:

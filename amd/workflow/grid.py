@@ -58,6 +58,7 @@ class Grid:
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
         self.name = config.get("name", DEFAULT_NAME)
+        self.runs = layout.run_paths(None if self.name == DEFAULT_NAME else self.name)
         check_names(self)
 
     # ---- names and entries ---------------------------------------------------------------------------------
@@ -186,27 +187,26 @@ class Grid:
 
     def run_path(self, cell: dict) -> str:
         if cell["memcfg"] == ZERO_SHOT:
-            return layout.ZERO_SHOT_RUN.format(**cell)
-        template = layout.PROBE_RUN if cell.get("probe") else layout.MEMORY_RUN
+            return self.runs.zero_shot_run.format(**cell)
+        template = self.runs.probe_run if cell.get("probe") else self.runs.memory_run
         return template.format(**(cell | {"k": layout.format_k(cell["k"], self.codes(cell["memcfg"]))}))
 
     def bank_path(self, wildcards) -> str:
         """The bank a memory run reads: its config's method, built from its teacher with its settings."""
-        return layout.BANK_DIR.format(**(dict(wildcards) | {"method": memory_config(wildcards["memcfg"]).method}))
+        return self.runs.bank_dir.format(**(dict(wildcards) | {"method": memory_config(wildcards["memcfg"]).method}))
 
-    @staticmethod
-    def runs_first(wildcards) -> list[str]:
+    def runs_first(self, wildcards) -> list[str]:
         """What a memory run waits for: the run of the same cell (bank, protocol, k and seed) of the config its
         method's spec names as `after` (e.g. AMD's online memory after the frozen run, whose model replies it then
         finds in the response cache); other runs wait for nothing."""
         after = memory_config(wildcards["memcfg"]).after
-        return [layout.MEMORY_RUN.format(**(dict(wildcards) | {"memcfg": after}))] if after else []
+        return [self.runs.memory_run.format(**(dict(wildcards) | {"memcfg": after}))] if after else []
 
     def experiment_runs(self, experiment: str) -> list[str]:
         """Student runs plus the runs of the teachers they learn from (tables show the teacher beside them); for a
         probe experiment, also the grid's runs of its cells that have run already."""
         cells = list(self.cells(experiment))
-        teachers = {layout.TEACHER_RUN.format(**(cell | {"teacher": teacher})) for cell in cells if cell["method"]
+        teachers = {self.runs.teacher_run.format(**(cell | {"teacher": teacher})) for cell in cells if cell["method"]
                     for teacher in self.distilled_teachers(cell["teacher"])}
         grid_runs = self.finished_grid_runs(cells) if self.config["experiments"][experiment].get("probe") else []
         return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers) + grid_runs
@@ -238,7 +238,7 @@ class Grid:
         """A path (template) of this config's own outputs (tables, figures, the estimate, their logs): the embedded
         default's under results/, any other config's under results/NAME/, so two configs never overwrite each
         other's."""
-        return template if self.name == DEFAULT_NAME else template.replace("results/", f"results/{self.name}/", 1)
+        return layout.under(template, None if self.name == DEFAULT_NAME else self.name)
 
     def output_paths(self, name: str) -> list[str]:
         if name in output_names("figure"):
@@ -276,7 +276,7 @@ class Grid:
         cell = layout.describe_run(layout.run_of_view(wildcards.run))
         if cell["role"] != "memory":
             return []
-        zero_shot = layout.ZERO_SHOT_RUN.format(**cell)
+        zero_shot = self.runs.zero_shot_run.format(**cell)
         return [zero_shot] if zero_shot in self.student_runs else []
 
     def view_bank(self, wildcards) -> list[str]:
@@ -394,7 +394,7 @@ class Grid:
         """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
         teacher (`writer: teacher`) joins the banks each member wrote itself."""
         cell = dict(wildcards)
-        return [layout.BANK_DIR.format(**(cell | {"teacher": member, "writer": (
+        return [self.runs.bank_dir.format(**(cell | {"teacher": member, "writer": (
             member if wildcards.writer == wildcards.teacher else wildcards.writer)}))
             for member in self.distilled_teachers(wildcards.teacher)]
 
@@ -450,7 +450,7 @@ class Grid:
         a served job's batch, none for other jobs."""
         def files(wildcards) -> list[str]:
             server = self.server_name(template, role, wildcards)
-            return [layout.SERVER_URL.format(server=server)] if server else []
+            return [self.runs.server_url.format(server=server)] if server else []
         return files
 
     def server_group(self, template: str, role: str):

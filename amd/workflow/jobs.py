@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from amd.analysis import layout
 from amd.core.errors import AmdError
 from amd.core.vocabulary import CROSS_SPLITS, ZERO_SHOT
 
@@ -98,7 +97,7 @@ def grid_jobs(grid, pools: TaskPools) -> list[Job]:
                 # a pool's bank joins its members' banks (no model calls): the members' runs and banks are the cost
                 own = cell | {"teacher": member, "writer": member if cell["writer"] == cell["teacher"] else cell["writer"]}
                 teacher_tasks, teacher_count = pools.tasks(benchmark, "teacher", member)
-                teacher = layout.TEACHER_RUN.format(**own)
+                teacher = grid.runs.teacher_run.format(**own)
                 jobs.setdefault(teacher, Job(teacher, "teacher", benchmark, member, grid.agent(member)["spec"],
                                              tasks=teacher_tasks, n_tasks=teacher_count))
                 bank = grid.bank_path(own)
@@ -120,7 +119,32 @@ def job_table(jobs: list[Job]) -> pd.DataFrame:
 def _status(job: Job) -> str:
     if job.kind == "bank":
         return "done" if (Path(job.path) / "manifest.json").exists() else "to run"
-    return "done" if Path(job.path).exists() else "to run"  # `amd run` resumes a partial file
+    if not Path(job.path).exists():
+        return "to run"
+    return run_status(job.path, job.spec, job.tasks)
+
+
+def run_status(path: str, spec: str, tasks: list[str] | None) -> str:
+    """A run file against what the config asks of it: "done" only when it is that agent's run of exactly those
+    tasks (where they are known), every one with a verdict; "partial" when some lack one (`amd run` resumes it);
+    "differs" when it is another run (other tasks or another model: the workflow runs it again)."""
+    from amd.core.schema import expected_tasks, read_run
+
+    try:
+        records, asked = read_run(path), expected_tasks(path)
+    except AmdError:
+        return "differs"
+    models = {_model_of(record["agent"]["spec"]) for record in records}
+    if models - {_model_of(spec)} or (tasks is not None and asked is not None and asked != tasks):
+        return "differs"
+    wanted = tasks if tasks is not None else asked
+    done = {record["task_id"] for record in records}
+    return "done" if wanted is None or done >= set(wanted) else "partial"
+
+
+def _model_of(spec: str) -> str:
+    """A spec without the endpoint a served model was reached at (`vllm:MODEL@URL` in its run's records)."""
+    return spec.split("@", 1)[0]
 
 
 def job_counts(table: pd.DataFrame) -> pd.DataFrame:

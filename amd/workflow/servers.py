@@ -16,7 +16,6 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 
-from amd.analysis import layout
 from amd.core.vocabulary import memory_config
 
 DEFAULT_MAX_IN_FLIGHT = 64  # requests in flight per server where `serve.max_in_flight` is not given
@@ -68,7 +67,7 @@ class ServerPlan:
             for member in grid.distilled_teachers(cell["teacher"]):
                 own = cell | {"teacher": member,
                               "writer": member if cell["writer"] == cell["teacher"] else cell["writer"]}
-                teacher_run = layout.TEACHER_RUN.format(**own)
+                teacher_run = grid.runs.teacher_run.format(**own)
                 self._add(teacher_run, member, grid.agent(member), benchmark, grid.concurrency(member, benchmark))
                 members.append(grid.bank_path(own))
                 self._add(members[-1], own["writer"], grid.writer(own["writer"]), benchmark, WRITER_CONCURRENCY,

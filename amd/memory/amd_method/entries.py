@@ -17,7 +17,7 @@ from amd.core.spec import OptionValue, parse_options
 from amd.memory.amd_method import writers
 from amd.memory.amd_method.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.method import first_per_task
-from amd.memory.placeholders import audit_insight
+from amd.memory.placeholders import ValueMask, audit_insight
 from amd.memory.steps import (
     OBSERVATION_CHARS,
     call_example_code,
@@ -37,27 +37,38 @@ ALL_TYPES = tuple(t.name for t in AMD_TYPES)
 class BuildSettings:
     """How entries are written (build options; the defaults are amd's own). `prompts=benchmark`: the writer model
     uses the benchmark's own workflow and segmentation prompts where prompts/ has them (the paper's Figs. 13-14 are
-    AppWorld's); `insights=trim`: an insight over the word limit is cut to it instead of rejected (the release asks
-    for fewer than 120 words and keeps the answer); `observation_chars`: where observations in entries are cut (the
-    release: 500 for subtask and function entries); `audit=none`: insights as the writer wrote them, no value
-    replaced and none dropped for naming no function (the paper and its release have no such audit)."""
+    AppWorld's); `insights=trim`: an insight over the word limit is cut to it instead of rejected, `insights=keep`:
+    kept whole (the release asks for fewer than 120 words and keeps the answer); `observation_chars`: where
+    observations in entries are cut (the release: 500 for subtask and function entries); `audit=none`: insights as
+    the writer wrote them, no value replaced and none dropped for naming no function (the paper and its release have
+    no such audit); `entry_values`: argument values in subtask and function entries kept (raw), as typed placeholders
+    (masked), and results scrubbed too (scrubbed) (amd.memory.placeholders.ValueMask); `subtask_key`: what a
+    subtask entry is embedded by, its description (the paper) or its label and description (the release)."""
 
     prompts: str = "generic"
     insights: str = "reject"
     observation_chars: int = OBSERVATION_CHARS
     audit: str = "placeholders"
+    entry_values: str = "raw"
+    subtask_key: str = "description"
 
     @classmethod
     def from_options(cls, options: Mapping[str, OptionValue]) -> "BuildSettings":
         """The settings of the build options given, parsed (amd.core.spec.parse_options)."""
         return cls(str(options.get("prompts", cls.prompts)), str(options.get("insights", cls.insights)),
-                   int(options.get("observation_chars", cls.observation_chars)), str(options.get("audit", cls.audit)))
+                   int(options.get("observation_chars", cls.observation_chars)), str(options.get("audit", cls.audit)),
+                   str(options.get("entry_values", cls.entry_values)), str(options.get("subtask_key", cls.subtask_key)))
 
     def describe(self) -> str:
-        """One string (a pooled bank's members must then agree on it rather than sum its numbers); the audit only
-        where it is not the default, as banks built before the option read."""
-        chosen = {key: value for key, value in vars(self).items() if key != "audit" or value != self.__class__.audit}
+        """One string (a pooled bank's members must then agree on it rather than sum its numbers); the options added
+        after the first three only where they are not the default, as banks built before them read."""
+        defaults = vars(DEFAULT_SETTINGS)
+        chosen = {key: value for key, value in vars(self).items() if key in FIRST_OPTIONS or value != defaults[key]}
         return ",".join(f"{key}={value}" for key, value in chosen.items())
+
+    def mask(self, steps) -> ValueMask:
+        """How this record's entries show its calls' values."""
+        return ValueMask(self.entry_values, [call for _, call, _ in writers.executed_calls(steps)])
 
     @classmethod
     def described(cls, text: str | None) -> "BuildSettings":
@@ -72,6 +83,8 @@ class BuildSettings:
 
 
 DEFAULT_SETTINGS = BuildSettings()
+FIRST_OPTIONS = ("prompts", "insights", "observation_chars")  # always in a bank's build_settings
+SUBTASK_KEY_FIELD = "key"  # subtask_key=label_description: the field embedded, "label: description"
 
 
 @dataclass
@@ -119,7 +132,7 @@ def workflow_entry(record: dict, benchmark, steps, chat, result: BuildResult,
     insight = insight or writers.rules_workflow(benchmark, steps)
     names = list(dict.fromkeys(qualified_name(benchmark, call["name"]) for call in calls))
     checked = audit_insight(insight, calls, names, trim=settings.insights == "trim",
-                            repair=settings.audit == "placeholders")
+                            repair=settings.audit == "placeholders", keep_long=settings.insights == "keep")
     audit["values_replaced"] += checked.repaired
     audit["insights_repaired"] += int(checked.repaired > 0 and not checked.rejected)
     audit["insights_trimmed"] += int(checked.trimmed and not checked.rejected)
@@ -144,19 +157,23 @@ def subtask_entries(record: dict, benchmark, steps, chat, settings: BuildSetting
     task_id = record["task_id"]
     segments = (writers.model_segments(chat, benchmark, steps, task_id, settings.prompt("memory_segment", benchmark))
                 if chat else writers.rules_segments(benchmark, steps))
-    entries = []
+    entries, mask = [], settings.mask(steps)
     for n, segment in enumerate(segments):
         part = steps[segment["start_step"]: segment["end_step"] + 1]
-        entries.append({"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id, **segment,
-                        "code": render_steps_code(part, settings.observation_chars),
-                        "prose": render_steps_prose(benchmark, part)})
+        segment = segment | {"description": mask.text(segment["description"])}
+        entry = {"id": f"subtask:{task_id}:{n}", "type": "subtask", "source_task_id": task_id, **segment,
+                 "code": render_steps_code(part, settings.observation_chars, mask),
+                 "prose": render_steps_prose(benchmark, part)}
+        if settings.subtask_key == "label_description":
+            entry[SUBTASK_KEY_FIELD] = f"{segment['label']}: {segment['description']}"
+        entries.append(entry)
     return entries
 
 
 def function_entries(record: dict, benchmark, steps, settings: BuildSettings = DEFAULT_SETTINGS) -> list[dict]:
     """One entry per executed call that did not fail (an example of a call that worked), with the user turn and
     the preceding step — a failed attempt included — as context."""
-    task_id = record["task_id"]
+    task_id, mask = record["task_id"], settings.mask(steps)
     entries: list[Any] = []
     for step in steps:
         previous = steps[step.index - 1] if step.index > 0 and not step.first_of_turn else None
@@ -166,8 +183,9 @@ def function_entries(record: dict, benchmark, steps, settings: BuildSettings = D
             info = benchmark.function_info(call["name"])
             entries.append({
                 "id": f"function:{task_id}:{len(entries)}", "type": "function", "source_task_id": task_id,
-                "name": call["name"], "app": info.app, "call": call["call"], "observation": observation,
-                "code": call_example_code(step, previous, call, observation, settings.observation_chars),
+                "name": call["name"], "app": info.app, "call": mask.call(call),
+                "observation": mask.observation(observation),
+                "code": call_example_code(step, previous, call, observation, settings.observation_chars, mask),
                 "prose": call_example_prose(benchmark, previous, call, observation),
                 "doc": info.doc, "reasoning": f"{record['instruction']}\n{step.data.get('model_text', '')}".strip()})
     return entries

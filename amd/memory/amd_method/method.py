@@ -4,7 +4,7 @@ opens frozen hooks (`retrieval.py`) or, with the run option `online`, hooks whos
 from collections import Counter
 
 from amd.core.errors import AmdError
-from amd.memory.amd_method.entries import BuildSettings, build_entries, successful
+from amd.memory.amd_method.entries import SUBTASK_KEY_FIELD, BuildSettings, build_entries, successful
 from amd.memory.amd_method.render import check_representation, parse_representation
 from amd.memory.amd_method.retrieval import AmdHooks
 from amd.memory.amd_method.spec import AMD_TYPES, REPRESENTATIONS
@@ -31,8 +31,11 @@ class AmdMemory:
         audit: Counter[str]
         audit = sum((result.audit for result in results), Counter())
         audited = {what: [item for result in results for item in result.audited[what]] for what in AUDITED}
+        embedded = {t.name: t.embedded for t in AMD_TYPES}
+        if settings.subtask_key == "label_description":
+            embedded["subtask"] = SUBTASK_KEY_FIELD
         return BankContents(
-            entries=entries, embedded={t.name: t.embedded for t in AMD_TYPES},
+            entries=entries, embedded=embedded,
             manifest={"representation": {"stored": list(REPRESENTATIONS), "default": representation},
                       **({"build_settings": settings.describe()} if settings != BuildSettings() else {}),
                       "successful_task_ids": sorted(record["task_id"] for record in used),

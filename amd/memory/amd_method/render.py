@@ -54,10 +54,20 @@ def render_workflow(entry: dict, form: str) -> str:
     return entry["insight"] if form == "prose" else f"```python\n{entry['code']}\n```"
 
 
-def render_subtask(entry: dict, form: str) -> str:
+def render_subtask(entry: dict, form: str, calls: int | None = None) -> str:
+    """A segment under its label and description; `calls` (code form): only its first `calls` calls, without
+    observations or user turns (0: every call)."""
     heading = f"### {entry['label']}\n{entry['description']}"
-    body = f"```python\n{entry['code']}\n```" if form == "code" else entry["prose"]
+    code = entry["code"] if calls is None else segment_calls(entry["code"], calls)
+    body = f"```python\n{code}\n```" if form == "code" else entry["prose"]
     return f"{heading}\n{body}"
+
+
+def segment_calls(code: str, limit: int) -> str:
+    """The call lines of a segment's code (its `#` comments, the observations and user turns, left out), at most
+    `limit` of them (0: all)."""
+    lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join(lines[:limit] if limit else lines)
 
 
 def render_function(entry: dict, form: str) -> str:
@@ -85,13 +95,16 @@ def function_docs(entries: list[dict]) -> str:
         for name, doc in docs.items())
 
 
-def render_block(memory_type: str, entries: list[dict], form: str, with_doc: bool = False) -> str:
+def render_block(memory_type: str, entries: list[dict], form: str, with_doc: bool = False,
+                 subtask_calls: int | None = None) -> str:
     """The prompt block for `entries` of one type, or "" when there are none; `with_doc`: function entries with
-    their functions' docs."""
+    their functions' docs; `subtask_calls`: subtask segments as their calls only (render_subtask)."""
     if not entries:
         return ""
     if form == SIGNATURE:
         body = signature_lines(entries)
+    elif memory_type == "subtask":
+        body = "\n\n".join(render_subtask(entry, form, subtask_calls) for entry in entries)
     else:
         body = "\n\n".join(RENDERERS[memory_type](entry, form) for entry in entries)
     if with_doc and memory_type == "function" and (docs := function_docs(entries)):

@@ -29,7 +29,7 @@ import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.errors import AmdError
-from amd.core.prompts import benchmark_prompt
+from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.trajectory import MemoryQuery, recorded
 from amd.memory.amd_method.decompose import checked_decomposition, decompose_instruction
 from amd.memory.amd_method.render import check_representation, parse_representation, render_block
@@ -40,6 +40,11 @@ FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a fun
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
 PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
+DECOMPOSE_INPUTS = RUN_OPTIONS["decompose_input"].choices  # instruction, or task: every known turn and the tools
+FN_RANKS = RUN_OPTIONS["fn_rank"].choices  # instruction, turn (cosine to them), calls (their trigrams found)
+RECENT_CALLS = 4  # fn_rank=calls: the failing call and up to three before it
+NGRAM = 3
+SUBTASK_VIEWS = RUN_OPTIONS["subtask_view"].choices  # steps: with observations and user turns; calls: calls only
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
 
@@ -54,11 +59,14 @@ class AmdHooks(BankHooks):
             raise AmdError("memory option turn_memory=system places subtasks retrieved per turn: it needs per_turn=true")
         self.placement = str(options.get("placement", PLACEMENTS[0]))
         self.fn_doc = bool(options.get("fn_doc", False))
+        self.subtask_view = str(options.get("subtask_view", SUBTASK_VIEWS[0]))
+        self.subtask_calls = int(options.get("subtask_calls", 0))  # with subtask_view=calls only
         benchmarks = bank.manifest.get("benchmarks") or [None]
         self.decompose_prompt = benchmark_prompt("decompose", benchmarks[0]) \
             if options.get("prompts", PROMPT_SETS[0]) == "benchmark" and len(benchmarks) == 1 else "decompose"
         self.representation = check_representation(parse_representation(options.get("representation") or {}),
                                                    bank.manifest["representation"]["default"])
+        self.decompose_input = str(options.get("decompose_input", DECOMPOSE_INPUTS[0]))
         self.decompose_samples = int(options.get("decompose_samples", 1))
         self.decompose_temperature = float(options.get("decompose_temperature", DEFAULT_DECOMPOSE_TEMPERATURE))
         if not self.decompose_temperature > 0:
@@ -68,6 +76,7 @@ class AmdHooks(BankHooks):
             raise AmdError("memory option decompose_samples needs subtask memory retrieved at task start (a config "
                            "with st, per_turn false)")
         self.fn_gate = str(options.get("fn_gate", FN_GATES[0]))
+        self.fn_rank = str(options.get("fn_rank", FN_RANKS[0]))
         self._function_errors: dict[str, Counter] = {}  # per task id (hooks serve every task of a run at once)
         self._errors_lock = threading.Lock()
         self.function_vectors = self.bank.vectors("function")
@@ -85,7 +94,11 @@ class AmdHooks(BankHooks):
         described = {**super().describe(), "representation": {t: self.representation[t] for t in self.types},
                      "per_turn": self.per_turn_subtasks,
                      "turn_memory": "system" if self.subtasks_in_system and self.per_turn_subtasks else "user",
-                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt}
+                     "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt,
+                     "subtask_view": self.subtask_view, "decompose_input": self.decompose_input,
+                     "fn_rank": self.fn_rank}
+        if self.subtask_view == "calls":
+            described["subtask_calls"] = self.subtask_calls
         if self.decompose_samples > 1:  # the samples' temperature only where there are samples
             described |= {"decompose_samples": self.decompose_samples,
                           "decompose_temperature": self.decompose_temperature}
@@ -118,11 +131,20 @@ class AmdHooks(BankHooks):
         """The subtask queries, and what a checked decomposition records."""
         if not task.student:
             return [task.instruction], {}
+        decomposed = self._decomposed(task)
         if self.decompose_samples == 1:
-            return decompose_instruction(task.student, task.instruction, self.decompose_prompt), {}
-        checked = checked_decomposition(task.student, task.instruction, self.decompose_samples,
+            return decompose_instruction(task.student, decomposed, self.decompose_prompt), {}
+        checked = checked_decomposition(task.student, decomposed, self.decompose_samples,
                                         self.decompose_temperature, task.seed, self.decompose_prompt)
         return checked.merged, {"decomposition": checked.record()}
+
+    def _decomposed(self, task: TaskContext) -> str:
+        """What the student decomposes: the instruction, or (decompose_input=task) every known user turn and the
+        tools' names."""
+        if self.decompose_input == "instruction":
+            return task.instruction
+        turns = "\n".join(f"{n}. {turn}" for n, turn in enumerate(task.turns or [task.instruction], start=1))
+        return load_prompt("decompose_task_input").format(turns=turns, tools=", ".join(task.tools) or "none").strip()
 
     def user_turn(self, task: TaskContext, message: str) -> Injection:
         if not self.per_turn_subtasks:
@@ -133,9 +155,9 @@ class AmdHooks(BankHooks):
                          in_system=self.subtasks_in_system, queries=queries)
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
-        penalty (none when frozen), top-k. Under fn_gate=repeat, a function's first error in the task gets none
-        (recorded as withheld)."""
+        """Per failing function name: its records, ranked (`_rank_scores`) less the bank's penalty (none when
+        frozen), top-k. Under fn_gate=repeat, a function's first error in the task gets none (recorded as
+        withheld)."""
         if "function" not in self.types:
             return Injection()
         names = list(dict.fromkeys(failing_functions))
@@ -153,8 +175,7 @@ class AmdHooks(BankHooks):
             if self.fn_gate == "repeat" and earlier[name] == 0:
                 withheld.append(name)
                 continue
-            query = self.embedder.embed_one(task.instruction) if query is None else query
-            scores = (self.function_vectors[rows] @ query).tolist()
+            scores, query = self._rank_scores(task, rows, query)
             ranks = (np.asarray(scores) - self.bank.penalties("function", rows)).tolist()
             order = sorted(range(len(rows)), key=lambda i: (-ranks[i], rows[i]))[: self.settings.k["function"]]
             ranked = [(rows[i], scores[i]) for i in order]
@@ -164,6 +185,17 @@ class AmdHooks(BankHooks):
         details = {"fn_gate": {"withheld": withheld}} if withheld else {}
         return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records, details,
                          queries=queries)
+
+    def _rank_scores(self, task: TaskContext, rows: list[int], query):
+        """How well each record of `rows` fits the task now: cosine(instruction or current turn, record reasoning),
+        or (fn_rank=calls) the share of the character trigrams of the task's last calls that the record's reasoning
+        holds. Returns the scores and the query vector, embedded once per error step."""
+        if self.fn_rank == "calls":
+            recent = ngrams("; ".join(task.calls[-RECENT_CALLS:]))
+            return [contained(recent, ngrams(self.bank.entries["function"][row]["reasoning"])) for row in rows], query
+        if query is None:
+            query = self.embedder.embed_one(task.turn if self.fn_rank == "turn" and task.turn else task.instruction)
+        return (self.function_vectors[rows] @ query).tolist(), query
 
     def episode_end(self, task: TaskContext, record: dict) -> None:
         with self._errors_lock:
@@ -179,4 +211,16 @@ class AmdHooks(BankHooks):
 
     def _block(self, memory_type: str, hits: list[tuple[dict, float]]) -> str:
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
-                            with_doc=self.fn_doc)
+                            with_doc=self.fn_doc,
+                            subtask_calls=self.subtask_calls if self.subtask_view == "calls" else None)
+
+
+def ngrams(text: str, n: int = NGRAM) -> set[str]:
+    """The character n-grams of `text`, lower-cased with its whitespace collapsed."""
+    text = " ".join(text.lower().split())
+    return {text[i: i + n] for i in range(len(text) - n + 1)}
+
+
+def contained(part: set[str], whole: set[str]) -> float:
+    """The share of `part` that `whole` holds (0 for an empty part)."""
+    return len(part & whole) / len(part) if part else 0.0

@@ -58,17 +58,32 @@ RUN_OPTIONS = {
     "fn_doc": Option("bool", "function hints carry each function's doc (its argument and response schema, App. C)"),
     "prompts": Option("text", "benchmark: decompose with the benchmark's own prompt where prompts/ has one (the "
                       "paper's Fig. 15, with a login prior)", choices=("generic", "benchmark")),
+    "decompose_input": Option("text", "what the student decomposes: the instruction (the first user turn), or the "
+                              "task: every user turn known before it starts and the tools' names (the release's "
+                              "decompose mode)", choices=("instruction", "task")),
+    "fn_rank": Option("text", "how a failing function's records are ranked: by cosine to the instruction (the paper), "
+                      "to the current user turn (turn), or by the share of the character trigrams of the task's last "
+                      "calls found in the record's reasoning (calls)", choices=("instruction", "turn", "calls")),
+    "subtask_view": Option("text", "what a subtask entry shows: its steps with observations and user turns (amd's), "
+                           "or its calls only (the release's)", choices=("steps", "calls")),
+    "subtask_calls": Option("int", "subtask_view=calls: at most this many calls per segment (0: "
+                            "every call)", minimum=0),
 }
 BUILD_OPTIONS = {
     "representation": Option("text", "the bank's default " + REPRESENTATION_HELP),
     "prompts": Option("text", "benchmark: the model writer uses the benchmark's own workflow and segmentation "
                       "prompts where prompts/ has them (the paper's Figs. 13-14)", choices=("generic", "benchmark")),
-    "insights": Option("text", "an insight over the word limit is rejected, or cut to it (trim, as the release keeps "
-                       "it)", choices=("reject", "trim")),
+    "insights": Option("text", "an insight over the word limit is rejected, cut to it (trim), or kept whole (keep: "
+                       "the release asks for fewer words and keeps what it gets)", choices=("reject", "trim", "keep")),
     "observation_chars": Option("int", "where entries cut observations (the release: 500)", minimum=20),
     "audit": Option("text", "placeholders: an insight's concrete values become typed placeholders and an insight "
                     "naming no app.function is dropped (amd's audit); none: insights as written (the paper, its "
                     "release)", choices=("placeholders", "none")),
+    "entry_values": Option("text", "argument values in subtask and function entries: raw (amd's), masked (typed "
+                           "placeholders) or scrubbed (masked, and results scrubbed), as the releases write them",
+                           choices=("raw", "masked", "scrubbed")),
+    "subtask_key": Option("text", "what a subtask entry is embedded by: its description (the paper) or its label and "
+                          "description (label_description, the release)", choices=("description", "label_description")),
 }
 
 
@@ -103,7 +118,8 @@ ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
 
 # The run options' fields in a run's `memory`, left out where they hold these (the runs before them hold none)
 RECORD_DEFAULTS = {"turn_memory": "user", "placement": "after", "fn_doc": False, "decompose_prompt": "decompose",
-                   "fn_gate": "always"}
+                   "fn_gate": "always", "subtask_view": "steps", "decompose_input": "instruction",
+                   "fn_rank": "instruction"}
 TABLES = "amd.memory.amd_method.tables"
 SPEC = MethodSpec(
     name="amd", implementation="amd.memory.amd_method.method:AmdMemory", title="AMD", types=AMD_TYPES,
