@@ -11,7 +11,6 @@ crash stops the run there, so a rerun resumes in the same order and every task s
 import hashlib
 import json
 import logging
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -20,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from amd.agent.base import Agent
 from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
+from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL
@@ -58,7 +56,7 @@ class RunSummary:
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
-              progress: bool = True) -> RunSummary:
+              progress: bool = True, progress_every_s: float = PROGRESS_EVERY_S) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     finished_records = _finished_records(spec, out_path)
     done = {record["task_id"] for record in finished_records}
@@ -72,9 +70,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
     write_lock = threading.Lock()
-    bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True,
-               mininterval=0.2 if sys.stderr.isatty() else 15)  # logs get a line every 15 s, not per task
+    shown = Progress(len(task_ids), summary.skipped, show=progress, every_s=progress_every_s)
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)
@@ -85,7 +81,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
                                spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
                                [tool["function"]["name"] for tool in episode.tools])
-            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory,
+                                                               on_step=shown.step)}
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage
         finally:
@@ -104,14 +101,14 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         spec.memory.run_start(RunContext(spec.benchmark, Path(out_path), list(task_ids), finished_records))
     run_file = RunFile(out_path)
     try:
-        _run_queue(run_one, todo, concurrency, summary, bar, stop_at_crash=in_order)
+        _run_queue(run_one, todo, concurrency, summary, shown, stop_at_crash=in_order)
         if summary.crashed:
             run_file.keep()  # removed or replaced after the last append: rewritten from what this run holds
         else:
             _rewrite_in_task_order(run_file, task_ids)
     finally:
         run_file.close()
-        bar.close()
+        shown.close()
         if spec.memory is not None:
             spec.memory.run_end()
     if summary.disk_full is not None:
@@ -125,7 +122,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     return summary
 
 
-def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, bar, stop_at_crash: bool) -> None:
+def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, shown: Progress,
+               stop_at_crash: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending: dict[Future[None], str] = {}
         queue = list(todo)
@@ -133,7 +131,9 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             while queue and len(pending) < max(1, concurrency):
                 task_id = queue.pop(0)
                 pending[pool.submit(run_one, task_id)] = task_id
+            shown.tasks(0, 0, len(pending))
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            crashed_before = len(summary.crashed)
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
@@ -143,9 +143,7 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
                 queue.clear()
-            bar.update(len(finished))
-            bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
-                            in_flight=len(pending))
+            shown.tasks(len(finished), len(summary.crashed) - crashed_before, len(pending))
 
 
 class CountedChat:

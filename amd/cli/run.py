@@ -3,10 +3,12 @@
 import contextlib
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
 from amd.agent.loop import Limits
+from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
@@ -88,7 +90,10 @@ def add_run_arguments(run) -> None:
     for flag, (name, option) in option_flags().items():
         run.add_argument(flag, dest="memory_option", action="append_const", const=f"{name}=true",
                          help=f"{option.help} (= --memory-option {name}=true)")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    run.add_argument("--progress-every", type=float, default=PROGRESS_EVERY_S, metavar="SECONDS",
+                     help="where stderr is a log, not a terminal: a progress line (tasks done of total, steps, "
+                          f"elapsed) at least this often (default {PROGRESS_EVERY_S:g})")
 
 
 
@@ -155,7 +160,7 @@ def _run(args, benchmark, choose=None) -> int:
         spec = RunSpec(benchmark=benchmark, agent_info=agent_info, make_agent=make_agent, memory=memory,
                        memory_info=memory_info, limits=limits)
         summary = run_tasks(spec, task_ids, args.out, concurrency=args.concurrency,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, progress_every_s=args.progress_every)
     _report(args.out, summary, ledger)
     return 1 if summary.crashed else 0
 
@@ -176,6 +181,8 @@ def select_tasks(all_ids: list[str], tasks: str | None, limit: int | None) -> li
 def _check_positive(args) -> None:
     if args.max_retries < 0 or args.request_timeout <= 0:
         raise AmdError("--max-retries must be >= 0 and --request-timeout > 0")
+    if not 0 < args.progress_every < math.inf:
+        raise AmdError(f"--progress-every must be a positive number of seconds, got {args.progress_every}")
     for flag in ("limit", "concurrency", "max_steps_per_turn", "max_steps", "max_tokens"):
         value = getattr(args, flag)
         if value is not None and value < 1:

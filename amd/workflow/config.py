@@ -49,13 +49,25 @@ def active_config(overlay: dict, folder: Path = CONFIG_DIR) -> dict:
     """The config a run of the workflow uses: folder/base.yaml, then folder/config.yaml (the embedded default) unless
     `overlay` (the --configfile files, merged as Snakemake merges them) has a `name` of its own, then `overlay`.
     A missing file counts as empty (a workflow folder of one's own may hold only config.yaml)."""
+    default = read_config(folder / DEFAULT_FILE)
+    layers = [read_config(folder / BASE_FILE), *([default] if _builds_on_default(overlay, default) else []), overlay]
+    return functools.reduce(merge_configs, layers, {})
+
+
+def config_files(overlay: dict, overlay_files: list[str], folder: Path = CONFIG_DIR) -> list[str]:
+    """The files `active_config` layers, in order: base.yaml, the embedded default where the overlay builds on it,
+    then the --configfile files."""
+    default = read_config(folder / DEFAULT_FILE)
+    ours = [folder / BASE_FILE, *([folder / DEFAULT_FILE] if _builds_on_default(overlay, default) else [])]
+    return [str(path) for path in ours] + [str(path) for path in overlay_files]
+
+
+def _builds_on_default(overlay: dict, default: dict) -> bool:
+    """Whether the --configfile files tweak the embedded default (no `name` of their own) or start clean."""
     if "name" in overlay and overlay["name"] is None:
         raise ConfigError("config: name: null cannot remove the name: give your config a name of its own, or leave "
                           "`name` out to tweak the embedded default")
-    default = read_config(folder / DEFAULT_FILE)
-    own_name = overlay.get("name", default.get("name")) != default.get("name")
-    layers = [read_config(folder / BASE_FILE), *([] if own_name else [default]), overlay]
-    return functools.reduce(merge_configs, layers, {})
+    return overlay.get("name", default.get("name")) == default.get("name")
 
 
 def read_config(path: Path) -> dict:
