@@ -11,6 +11,7 @@ points: the system prompt at start, each user turn, after an error (`amd.agent.h
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -43,8 +44,9 @@ class _ModelFailure(Exception):
 
 
 def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContext,
-                memory: MemoryHooks | None = None) -> EpisodeRecord:
-    """Run one task to the end and return the task part of its trajectory record."""
+                memory: MemoryHooks | None = None, on_step: Callable[[], None] | None = None) -> EpisodeRecord:
+    """Run one task to the end and return the task part of its trajectory record; `on_step` is called after each
+    model step (a run's progress counts them)."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
     agent.begin(episode.tools, system.text, memory_first=system.first)
@@ -53,7 +55,7 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
     requests: list[int] = []  # HTTP requests sent per step
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests))
+        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests, on_step))
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -103,11 +105,12 @@ def _turn_cap(episode: Episode, limits: Limits) -> int:
 @dataclass
 class _Taken:
     """What a task's turns leave, as they go: the turns (the record's), the retrieval queries and each step's
-    requests."""
+    requests; `on_step` hears of each step."""
 
     turns: list[Turn]
     queries: list[MemoryQuery]
     requests: list[int]
+    on_step: Callable[[], None] | None = None
 
 
 def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None,
@@ -130,6 +133,8 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
             total_steps += 1
             step, reply_text, finished = _run_step(agent, episode, task, memory, taken, official)
             turn["steps"].append(step)
+            if taken.on_step is not None:
+                taken.on_step()
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
             if finished:

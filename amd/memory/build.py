@@ -15,7 +15,7 @@ from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import method_spec
-from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
+from amd.memory.bank import BANK_SCHEMA, BankContents, check_bank_out, write_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
 from amd.memory.writing import open_writer
@@ -32,6 +32,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     the method's types, and a run uses it unless given its own (amd.memory.method.open_memory)."""
     if concurrency < 1:
         raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
+    check_bank_out(out_dir)
     spec = method_spec(method)
     parsed = parse_options(method, "build", dict(options or {}), spec.build_options)
     implementation = method_class(spec.implementation)()

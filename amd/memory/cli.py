@@ -9,7 +9,7 @@ from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
 from amd.core.text import printable
 from amd.core.vocabulary import memory_types
-from amd.memory.bank import load_bank
+from amd.memory.bank import check_bank_out, load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pool_banks
@@ -49,7 +49,7 @@ def register(subparsers) -> None:
                             "over the one amd knows for it; recorded in the bank, and `amd run` uses it unless given "
                             "--delta")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
-    build.set_defaults(handler=run_build)
+    build.set_defaults(handler=run_build, check_output=check_bank_out)
 
     pool = commands.add_parser("pool", help="pool the banks of several teachers into one (provenance per entry)")
     pool.add_argument("--banks", nargs="+", required=True,
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
                       help="the teachers' names, one per bank in the same order; the order is the priority of "
                            "the dedup across teachers (a run's --memory-option prefer_teacher=NAME goes first)")
     pool.add_argument("--out", required=True, help="pooled bank directory (replaced atomically)")
-    pool.set_defaults(handler=run_pool)
+    pool.set_defaults(handler=run_pool, check_output=check_bank_out)
 
     show = commands.add_parser("show", help="counts and a few entries of each type")
     show.add_argument("bank")

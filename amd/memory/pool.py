@@ -24,7 +24,7 @@ import numpy as np
 
 import amd
 from amd.core.errors import AmdError
-from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, load_bank, write_bank
+from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, check_bank_out, load_bank, write_bank
 
 DEDUP_RULE = ("per task, the entries of one teacher: the first in the priority order (the pool's, the preferred "
               "teacher first) that solved the task, else the first that has entries for it")
@@ -37,6 +37,7 @@ NAME = re.compile(r"^[A-Za-z0-9_]+$")
 def pool_banks(bank_dirs: list, teachers: list[str], out_dir) -> dict:
     """The banks at `bank_dirs`, built from the runs of `teachers` (same order), pooled into one bank at `out_dir`;
     returns its manifest."""
+    check_bank_out(out_dir)
     _check_teachers(bank_dirs, teachers)
     banks = [load_bank(path) for path in bank_dirs]
     for bank in banks:
