@@ -62,6 +62,6 @@ def test_the_workflow_builds_a_bank_with_its_embedders_delta():
 
 
 def test_a_bad_build_delta_is_one_line(trajectories, tmp_path, capsys):
-    argv = ["memory", "build", "--trajectories", str(trajectories), "--embedder", "hash:64", "--out", str(tmp_path)]
+    argv = ["memory", "build", "--trajectories", str(trajectories), "--embedder", "hash:64", "--out", str(tmp_path / "bank")]
     assert main([*argv, "--delta", "wf=high"]) == 2
     assert "--delta: bad item 'wf=high'; expected TYPE=NUMBER" in capsys.readouterr().err
