@@ -7,7 +7,6 @@ about processes (a file removed under a running `amd run`, SIGTERM).
 
 import os
 import signal
-import threading
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from conftest import REPO
 from replay_model import ground_truth_answers, replay_model
 from scripted_server import ScriptedServer
 from test_pipeline_workflow import make_workdir, snakemake
-from test_reliability import amd_process, holder_file, one_error_line
+from test_reliability import amd_process, held_replies, holder_file, model_run, one_error_line
 
 from amd.cli import main
 from amd.core.errors import AmdError
@@ -166,17 +165,10 @@ def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, capsys):
 
 
 def test_sigterm_ends_a_run_in_one_line_releasing_its_lock_and_the_rerun_resumes(tmp_path):
-    out, asked, released = tmp_path / "run.jsonl", threading.Event(), threading.Event()
-    answer = replay_model(ground_truth_answers(TASKS))
-
-    def held_until_released(request):
-        asked.set()
-        released.wait(60)
-        return answer(request)
-
-    with ScriptedServer(held_until_released) as server:
-        argv = ["run", "bfcl", "--agent", f"vllm:m@{server.url}", "--tasks", ",".join(TASKS), "--out", out,
-                "--request-timeout", "60", "--no-progress"]
+    out = tmp_path / "run.jsonl"
+    respond, asked, released = held_replies(TASKS)
+    with ScriptedServer(respond) as server:
+        argv = model_run(server, TASKS, out)
         first = amd_process(*argv)
         assert asked.wait(120)
         first.send_signal(signal.SIGTERM)  # while its first task waits for a reply
