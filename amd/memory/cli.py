@@ -44,6 +44,10 @@ def register(subparsers) -> None:
                             "(its default rendering, the paper's best when not given; both forms are stored)")
     build.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an option of the trajectories' benchmark, as given to `amd run` (e.g. where its data is)")
+    build.add_argument("--delta", metavar="TYPE=VALUE,...",
+                       help="the embedder's calibrated minimum similarity per memory type, e.g. wf=0.32,st=0.33, "
+                            "over the one amd knows for it; recorded in the bank, and `amd run` uses it unless given "
+                            "--delta")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
     build.set_defaults(handler=run_build, check_output=check_bank_out)
 
@@ -90,10 +94,22 @@ def run_build(args) -> int:
     writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.method, args.writer, args.embedder, args.out, writer_params,
                           key_values(args.option), args.writer_concurrency,
-                          key_values(args.benchmark_option, "--benchmark-option"))
+                          key_values(args.benchmark_option, "--benchmark-option"), _numbers(args.delta, "--delta"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
     say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
     return 0
+
+
+def _numbers(text: str | None, flag: str) -> dict[str, float]:
+    """'wf=0.32,st=0.33' -> {"wf": 0.32, "st": 0.33}; a bad item names the flag and the item."""
+    values = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, _, value = item.partition("=")
+        try:
+            values[key.strip()] = float(value)
+        except ValueError:
+            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=NUMBER, e.g. wf=0.32") from None
+    return values
 
 
 def run_pool(args) -> int:
