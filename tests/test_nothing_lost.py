@@ -136,9 +136,11 @@ def test_memory_build_refuses_its_input_a_folder_not_a_bank_and_the_current_fold
     (victim / "a.jsonl").write_bytes(run_file.read_bytes())
     assert "output 'victim' holds the input 'victim/a.jsonl'" in refused(
         [*build, "victim/a.jsonl", "--out", "victim"], capsys)
-    assert f"--out {victim}: exists and is not a memory bank (no manifest.json)" in refused(
+    assert f"--out {victim}: exists and is not a memory bank (no bank manifest.json)" in refused(
         [*build, run_file, "--out", victim], capsys)
-    assert sorted(path.name for path in victim.iterdir()) == ["a.jsonl", "sub"]
+    (victim / "manifest.json").write_text('{"name": "a web app"}')  # a manifest, but not a bank's
+    assert "exists and is not a memory bank" in refused([*build, run_file, "--out", victim], capsys)
+    assert sorted(path.name for path in victim.iterdir()) == ["a.jsonl", "manifest.json", "sub"]
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     assert "--out '.' is the current folder or holds it" in refused([*build, run_file, "--out", "."], capsys)
@@ -152,6 +154,10 @@ def test_run_refuses_a_folder_for_its_output_and_writing_into_its_own_bank(run_f
     assert main(["memory", "build", "--embedder", "hash:8", "--trajectories", str(run_file), "--out", "bank"]) == 0
     assert "output 'bank/x.jsonl' lies inside the input 'bank'" in refused(
         [*oracle_run("bank/x.jsonl"), "--memory", "bank", "--memory-config", "wf_st_fn"], capsys)
+    assert f"output 'bank/x.jsonl' lies inside the memory bank {str(tmp_path / 'bank')!r}" in refused(
+        oracle_run("bank/x.jsonl"), capsys)
+    assert "output 'bank/s.json' lies inside the memory bank" in refused(["score", run_file, "--json", "bank/s.json"],
+                                                                         capsys)
 
 
 def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, capsys):

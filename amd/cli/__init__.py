@@ -127,8 +127,14 @@ def check_outputs(args) -> None:
 
 
 def _file_output(output: str) -> None:
+    from amd.memory.bank import is_bank
+
     if Path(output).is_dir() or not output.strip():
         raise AmdError(f"output {output!r} is a folder, not a file: name the file to write")
+    folder = Path(os.path.realpath(output)).parent
+    if is_bank(folder):
+        raise AmdError(f"output {output!r} lies inside the memory bank {str(folder)!r}, whose files its manifest "
+                       "checks (and a rebuild replaces whole): write it elsewhere")
 
 
 def command_name(args) -> str:
