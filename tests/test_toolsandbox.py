@@ -333,7 +333,7 @@ def test_the_tool_schema_passes_calls_as_json_values():
     (["colour=blue"], "has no option(s) colour"),
     (["scenarios=everything"], "scenarios='everything'"),
     (["scenarios=rapidapi"], "RAPID_API_KEY"),
-    (["user_temperature=warm"], "user_temperature='warm' is not a float"),
+    (["user_temperature=warm"], "user_temperature='warm' is not a finite float"),
     (["query=hidden"], "query='hidden'; known: opening, scenario"),
 ])
 def test_bad_options_fail_in_one_line(options, fragment, monkeypatch, tmp_path, capsys):

@@ -47,6 +47,7 @@ from amd.benchmarks.parsing import parse_reply
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.prompts import load_prompt
+from amd.core.spec import finite_float
 from amd.core.trajectory import UserCalls
 
 WORKER = Path(__file__).with_name("toolsandbox_worker.py")
@@ -83,7 +84,7 @@ class ToolSandbox(Benchmark):
             raise AmdError(f"benchmark toolsandbox: query={query!r}; known: {', '.join(QUERIES)}")
         self.scenario_set, self.query = scenarios, query
         self.user_spec = user_model
-        self.user_params = {"temperature": _optional(user_temperature, float, "user_temperature"),
+        self.user_params = {"temperature": _optional(user_temperature, finite_float, "user_temperature"),
                             "max_tokens": _optional(user_max_tokens, int, "user_max_tokens")}
         self._workers = ProcessPool(functools.partial(Worker, *_worker_setup(scenarios)))
         self._lock = threading.Lock()
@@ -376,7 +377,8 @@ def _optional(value, kind, option: str):
     try:
         return kind(value)
     except ValueError:
-        raise AmdError(f"benchmark toolsandbox: {option}={value!r} is not a {kind.__name__} or none") from None
+        what = "a finite float" if kind is finite_float else f"an {kind.__name__}"
+        raise AmdError(f"benchmark toolsandbox: {option}={value!r} is not {what} or none") from None
 
 
 def _optional_may_be_null(schema: dict) -> dict:

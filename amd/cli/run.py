@@ -13,6 +13,7 @@ from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
+from amd.core.spec import finite_float
 from amd.core.text import printable
 from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
@@ -70,7 +71,7 @@ def add_run_arguments(run) -> None:
     run.add_argument("--think", choices=("on", "off"), default="off",
                      help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    run.add_argument("--request-timeout", type=finite_float, default=600.0, help="seconds per model request")
     run.add_argument("--max-retries", type=int, default=6,
                      help="retries per model reply (408, 409, 429, 5xx, timeouts, dropped connections, malformed "
                           "bodies), with the openai SDK's backoff")
@@ -98,7 +99,7 @@ def add_run_arguments(run) -> None:
 
 
 def _temperature(text: str) -> float | None:
-    return None if text.lower() in ("none", "null") else float(text)
+    return None if text.lower() in ("none", "null") else finite_float(text)
 
 
 def parse_per_type(text: str | None, flag: str, cast) -> dict:
@@ -121,6 +122,16 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
     return values
 
 
+def similarities(text: str | None) -> dict:
+    """--delta's minimum similarity per memory type: cosines, from -1 to 1 (NaN is refused, never a threshold that
+    no entry passes)."""
+    delta = parse_per_type(text, "--delta", float)
+    for name, value in delta.items():
+        if not -1 <= value <= 1:
+            raise AmdError(f"--delta: {name}={value} is not a cosine similarity, a number from -1 to 1")
+    return delta
+
+
 def run_from_args(args, choose=None) -> int:
     """`amd run`; `choose(task_ids)`, where given, narrows the tasks once every other selection is made (amd probe)."""
     _check_positive(args)
@@ -136,8 +147,7 @@ def run_from_args(args, choose=None) -> int:
 def _run(args, benchmark, choose=None) -> int:
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
     groups = exclusion_groups(benchmark).groups  # the runner records them too (amd.benchmarks.duplicates)
-    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
-                                  parse_per_type(args.delta, "--delta", float), groups)
+    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int), similarities(args.delta), groups)
     if args.protocol in CROSS_SPLITS and memory is not None:
         from amd.memory.protocols import eval_task_ids
 

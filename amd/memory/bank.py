@@ -44,8 +44,31 @@ class BankContents:
     manifest: dict = field(default_factory=dict)
 
 
+def is_bank(folder) -> bool:
+    """Whether `folder` is a memory bank: it holds a bank's manifest (any version of the bank schema)."""
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return str(_schema(manifest)).startswith(BANK_SCHEMA.split("/")[0] + "/")
+
+
+def check_bank_out(out_dir) -> None:
+    """Refuse, in one line, a bank's --out that is not a bank's to replace: writing a bank replaces its folder whole,
+    so it goes only where nothing is, or over a bank (a folder with a bank's manifest), never over the current
+    folder."""
+    real = Path(os.path.realpath(out_dir))
+    if Path.cwd().is_relative_to(real):
+        raise AmdError(f"--out {str(out_dir)!r} is the current folder or holds it; a bank is written as a folder of "
+                       "its own: name a new one")
+    if real.exists() and not is_bank(real):
+        raise AmdError(f"--out {out_dir}: exists and is not a memory bank (no bank manifest.json); writing a bank "
+                       "replaces its folder whole, so it goes to a new folder or over a bank: choose another --out")
+
+
 def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[str, np.ndarray]) -> None:
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.realpath(out_dir))
+    check_bank_out(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
