@@ -211,17 +211,11 @@ def query_record(type_name: str, query: str, found: int, best: float | None) -> 
 
 
 def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: dict | None = None,
-<<<<<<< HEAD
-                delta: dict | None = None, split_seed: int = 0, options: dict | None = None,
+                delta: dict | float | None = None, split_seed: int = 0, options: dict | None = None,
                 task_groups: Mapping[str, str] | None = None) -> MemoryHooks | None:
-    """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`/`delta`: per type code
-    or name, over the types' defaults; `task_groups`: the benchmark's exclusion groups now, over the bank's own."""
-=======
-                delta: dict | float | None = None, split_seed: int = 0,
-                options: dict | None = None) -> MemoryHooks | None:
     """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`: per type code or name,
-    over the types' defaults; `delta` the same over the δ the bank recorded for its embedder (else the types')."""
->>>>>>> main
+    over the types' defaults; `delta` the same over the δ the bank recorded for its embedder (else the types');
+    `task_groups`: the benchmark's exclusion groups now, over the bank's own."""
     config = memory_config(config_name)
     check_protocol(protocol)
     if config.method is None:
@@ -241,13 +235,9 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
     given = dict(config.options) | dict(options or {})
     prefer_teacher = given.pop(PREFER_TEACHER, None)  # every method's run option (amd.memory.pool)
     parsed = parse_options(spec.name, "run", given, spec.run_options)
-<<<<<<< HEAD
-    settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
-                                 parsed, prefer_teacher, task_groups)
-=======
     chosen_delta = per_type(bank_delta(bank, delta), config, "delta")
-    settings = RetrievalSettings(protocol, per_type(k, config, "k"), chosen_delta, split_seed, parsed, prefer_teacher)
->>>>>>> main
+    settings = RetrievalSettings(protocol, per_type(k, config, "k"), chosen_delta, split_seed, parsed, prefer_teacher,
+                                 task_groups)
     return method_class(spec.implementation)().open(bank, config, settings)
 
 
