@@ -275,6 +275,12 @@ def test_delta_on_the_command_line_is_a_finite_similarity(flags, message, capsys
     assert message in refused(argv, capsys)
 
 
+def test_writer_params_refuse_nan_and_infinity(run_file, capsys):
+    argv = ["memory", "build", "--trajectories", run_file, "--embedder", "hash:8", "--out", "bank", "--writer",
+            "openai:x", "--writer-params", '{"temperature": NaN}']
+    assert "--writer-params: NaN is not a number a writer can use" in refused(argv, capsys)
+
+
 @pytest.mark.parametrize("flag", [["--temperature", "nan"], ["--request-timeout", "inf"]])
 def test_nan_and_infinities_are_refused_for_float_flags(flag, capsys):
     with pytest.raises(SystemExit) as stop:
