@@ -60,7 +60,7 @@ def add_run_arguments(run) -> None:
     run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
     run.add_argument("--max-steps-per-turn", type=int, default=20)
     run.add_argument("--max-steps", type=int, default=40)
-    run.add_argument("--temperature", type=_temperature, default=0.0,
+    run.add_argument("--temperature", type=temperature, default=0.0,
                      help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--prompting", choices=PROMPTING, default="amd",
@@ -98,7 +98,7 @@ def add_run_arguments(run) -> None:
 
 
 
-def _temperature(text: str) -> float | None:
+def temperature(text: str) -> float | None:
     return None if text.lower() in ("none", "null") else finite_float(text)
 
 
