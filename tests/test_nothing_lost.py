@@ -215,6 +215,10 @@ def test_an_alias_bomb_is_refused_at_once_without_expanding_it(tmp_path):
     shared = yaml.safe_load(path.read_text())  # as Snakemake loads a --configfile: aliases shared, not expanded
     with pytest.raises(ConfigError, match=rf"^config: [a-i]: expands to more than {MAX_VALUES:,} values"):
         Grid(active_config(shared, REPO / "config"))
+    with pytest.raises(ConfigError, match=r"nests deeper than it can be read|nests more than 64 levels deep"):
+        read_config(config_file(tmp_path, "a: " + "[" * 3000 + "]" * 3000 + "\n"))
+    with pytest.raises(ConfigError, match=r"^config file .*: a(\.0)+: nests more than 64 levels deep"):
+        read_config(config_file(tmp_path, "a: " + "[" * 80 + "]" * 80 + "\n"))
     looped = yaml.safe_load("a: &a [1, *a]\n")
     with pytest.raises(ConfigError, match=r"^config: a\.1: contains itself"):
         Grid(looped)
@@ -273,6 +277,12 @@ def test_the_workflow_reads_its_configfiles_as_amd_does(tmp_path):
 def test_delta_on_the_command_line_is_a_finite_similarity(flags, message, capsys):
     argv = [*oracle_run("b.jsonl"), "--memory", "bank", "--memory-config", "wf_st_fn", *flags]
     assert message in refused(argv, capsys)
+
+
+def test_writer_params_refuse_nan_and_infinity(run_file, capsys):
+    argv = ["memory", "build", "--trajectories", run_file, "--embedder", "hash:8", "--out", "bank", "--writer",
+            "openai:x", "--writer-params", '{"temperature": NaN}']
+    assert "--writer-params: NaN is not a number a writer can use" in refused(argv, capsys)
 
 
 @pytest.mark.parametrize("flag", [["--temperature", "nan"], ["--request-timeout", "inf"]])

@@ -116,10 +116,9 @@ class RunFile:
 
     def __init__(self, path):
         self.path = Path(path)
-        self.lines: list[bytes] = []
         self._handle = open(self.path, "ab+", buffering=0)  # noqa: SIM115 (held for the run, until close)
         self._handle.seek(0)
-        self.lines = [line for line in self._handle.read().splitlines(keepends=True) if line.strip()]
+        self.lines: list[bytes] = [line for line in self._handle.read().splitlines(keepends=True) if line.strip()]
         self._size = self._handle.tell()
 
     def append(self, record: Mapping[str, Any]) -> None:

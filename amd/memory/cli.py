@@ -4,6 +4,7 @@ bank, try retrieval."""
 import json
 import textwrap
 from collections import Counter
+from typing import NoReturn
 
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
@@ -86,7 +87,7 @@ def key_values(items: list[str], flag: str = "--option") -> dict:
 
 def run_build(args) -> int:
     try:
-        writer_params = json.loads(args.writer_params)
+        writer_params = json.loads(args.writer_params, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
     if not isinstance(writer_params, dict):
@@ -110,6 +111,11 @@ def _numbers(text: str | None, flag: str) -> dict[str, float]:
         except ValueError:
             raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=NUMBER, e.g. wf=0.32") from None
     return values
+
+
+def _no_constant(name: str) -> NoReturn:
+    """Python's JSON reads NaN and Infinity; strict JSON, and a sampling parameter, has neither."""
+    raise AmdError(f"--writer-params: {name} is not a number a writer can use (strict JSON has no NaN or Infinity)")
 
 
 def run_pool(args) -> int:

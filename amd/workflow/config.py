@@ -39,6 +39,7 @@ DEFAULT_FILE = "config.yaml"  # the embedded default, for a config without a nam
 DEFAULT_NAME = "default"  # a config without a `name` is the embedded default (tweaked)
 MAX_VALUES = 100_000  # values in a config, aliases expanded (the paper's grid has about 2,000)
 MAX_TEXT = 10_000  # characters of any one text value (each may become a command-line argument of a job)
+MAX_DEPTH = 64  # levels of nesting (the paper's grid has 7)
 
 
 class ConfigError(Exception):
@@ -82,6 +83,9 @@ def read_config(path: Path) -> dict:
         config = yaml.load(text, Loader=StrictLoader) or {}  # a SafeLoader: safe_load's constructors
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path}: not YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nests deeper than it can be read (a config nests a few levels)") \
+            from None
     except ConfigError as error:
         raise ConfigError(f"config file {path}: {error}") from None
     if not isinstance(config, dict):
@@ -110,8 +114,8 @@ class StrictLoader(yaml.SafeLoader):
 def check_values(config, where: str = "config") -> None:
     """Refuse, before any schema check formats a value: a config that expands past MAX_VALUES values (YAML aliases
     repeat what they name, so a few hundred bytes can nest billions: an alias bomb), one that contains itself, a
-    NaN or infinity anywhere (every bound check passes NaN) and a text longer than MAX_TEXT. Each container is
-    walked once."""
+    NaN or infinity anywhere (every bound check passes NaN), a text longer than MAX_TEXT and nesting deeper than
+    MAX_DEPTH. Each container is walked once."""
     sizes: dict[int, int] = {}
 
     def size(value, path: tuple) -> int:
@@ -124,6 +128,8 @@ def check_values(config, where: str = "config") -> None:
             raise refuse(f"a text of {len(value):,} characters, more than the {MAX_TEXT:,} any value may have")
         if not isinstance(value, (dict, list)):
             return 1
+        if len(path) > MAX_DEPTH:
+            raise refuse(f"nests more than {MAX_DEPTH} levels deep; a config is far flatter")
         if sizes.get(id(value)) == -1:
             raise refuse("contains itself (an alias of a key that encloses it)")
         if id(value) not in sizes:
