@@ -12,6 +12,7 @@ labelled as retrieved data, never instructions (`as_retrieved_memory`).
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -44,8 +45,9 @@ class _ModelFailure(Exception):
 
 
 def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContext,
-                memory: MemoryHooks | None = None) -> EpisodeRecord:
-    """Run one task to the end and return the task part of its trajectory record."""
+                memory: MemoryHooks | None = None, on_step: Callable[[], None] | None = None) -> EpisodeRecord:
+    """Run one task to the end and return the task part of its trajectory record; `on_step` is called after each
+    model step (a run's progress counts them)."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
     agent.begin(episode.tools, as_retrieved_memory(system.text), memory_first=system.first)
@@ -54,7 +56,7 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
     requests: list[int] = []  # HTTP requests sent per step
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests))
+        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests, on_step))
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -104,11 +106,12 @@ def _turn_cap(episode: Episode, limits: Limits) -> int:
 @dataclass
 class _Taken:
     """What a task's turns leave, as they go: the turns (the record's), the retrieval queries and each step's
-    requests."""
+    requests; `on_step` hears of each step."""
 
     turns: list[Turn]
     queries: list[MemoryQuery]
     requests: list[int]
+    on_step: Callable[[], None] | None = None
 
 
 def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None,
@@ -131,6 +134,8 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
             total_steps += 1
             step, reply_text, finished = _run_step(agent, episode, task, memory, taken, official)
             turn["steps"].append(step)
+            if taken.on_step is not None:
+                taken.on_step()
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
             if finished:
