@@ -24,6 +24,7 @@ from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL
 from amd.core.schema import RunFile, drop_truncated_tail, read_run, write_expected_tasks
@@ -69,6 +70,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
     header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
+    groups = exclusion_groups(spec.benchmark)  # a task's group in its record: the leakage protocols' unit
     write_lock = threading.Lock()
     shown = Progress(len(task_ids), summary.skipped, show=progress, every_s=progress_every_s)
 
@@ -78,7 +80,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             agent = spec.make_agent(episode)
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
+            group = groups.group(task_id, spec.benchmark.task_group(task_id))
+            task = TaskContext(task_id, group, episode.instruction, student,
                                spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
                                [tool["function"]["name"] for tool in episode.tools])
             record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory,

@@ -101,6 +101,12 @@ class ToolSandbox(Benchmark):
     def task_group(self, task_id: str) -> str:
         return scenario_group(task_id)
 
+    def task_signature(self, task_id: str) -> base.TaskSignature:
+        """The scenario's milestones and minefields (ToolSandbox's checks) and the user simulator's instruction, as
+        the worker reads them (toolsandbox_worker.signature)."""
+        found = self._ask("signatures")["signatures"].get(task_id, {})
+        return base.TaskSignature(checks=found.get("checks"), instruction=found.get("instruction"))
+
     def data_version(self) -> dict:
         query = {"query": self.query} if self.query != QUERIES[0] else {}  # the default's runs read as before
         return {**self._ask("hello")["version"], "scenarios": self.scenario_set, **query}

@@ -10,6 +10,7 @@ from pathlib import Path
 from amd.agent.loop import Limits
 from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
 from amd.core.spec import finite_float
@@ -145,12 +146,13 @@ def run_from_args(args, choose=None) -> int:
 
 def _run(args, benchmark, choose=None) -> int:
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
-    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int), similarities(args.delta))
+    groups = exclusion_groups(benchmark).groups  # the runner records them too (amd.benchmarks.duplicates)
+    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int), similarities(args.delta), groups)
     if args.protocol in CROSS_SPLITS and memory is not None:
         from amd.memory.protocols import eval_task_ids
 
         # The split is over the bank's own tasks (or their groups), the same ones the hooks split, so the two agree.
-        eval_side = set(eval_task_ids(args.memory, args.protocol, args.split_seed))
+        eval_side = set(eval_task_ids(args.memory, args.protocol, args.split_seed, groups))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
         log.info("%s (seed %d): %d tasks on the evaluation side", args.protocol, args.split_seed, len(task_ids))
     if choose is not None:
@@ -189,7 +191,7 @@ def _check_positive(args) -> None:
             raise AmdError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
 
 
-def _memory(args, k: dict, delta: dict):
+def _memory(args, k: dict, delta: dict, task_groups: dict[str, str]):
     if args.memory_config == ZERO_SHOT:
         if args.memory or args.memory_option:
             raise AmdError(f"--memory-config {ZERO_SHOT} takes no --memory bank and no memory option "
@@ -202,7 +204,7 @@ def _memory(args, k: dict, delta: dict):
 
     options = key_values(args.memory_option, "--memory-option")
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
-                        split_seed=args.split_seed, options=options)
+                        split_seed=args.split_seed, options=options, task_groups=task_groups)
     assert hooks is not None  # None only for zero_shot, handled above
     return hooks, hooks.describe()
 

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,6 +141,19 @@ class Bank:
     def restricted(self, source_field: str, allowed: set[str]) -> "Bank":
         """A bank holding only the entries whose `source_field` is one of `allowed` (a cross split's memory side)."""
         return self.filtered(lambda entry: entry[source_field] in allowed)
+
+    def regrouped(self, task_groups: Mapping[str, str]) -> "Bank":
+        """The same bank with each source task's group as `task_groups` gives it (the benchmark's exclusion groups
+        now, amd.benchmarks.duplicates), so a bank built before two tasks were found duplicates still keeps them
+        apart; a task `task_groups` does not name keeps the group it was built with."""
+        def group(task_id: str, built: str) -> str:
+            return task_groups.get(task_id, built)
+
+        entries = {t: [{**e, "source_group": group(e["source_task_id"], e["source_group"])} for e in type_entries]
+                   for t, type_entries in self.entries.items()}
+        manifest = {**self.manifest, "task_groups": {task: group(task, built)
+                                                     for task, built in self.manifest["task_groups"].items()}}
+        return Bank(self.path, manifest, self.manifest_sha256, entries, self.indexes)
 
     def filtered(self, keep) -> "Bank":
         """A bank holding only the entries for which `keep(entry)` is true (same manifest, vectors reused)."""
