@@ -26,7 +26,7 @@ rule make_table:
         "table {wildcards.table}"
     shell:
         "amd table {wildcards.table} --runs {input.runs} --note {params.note}"
-        " --out {output.csv} {output.md} >> {log} 2>&1"
+        " --out {output.csv} {output.md} > {log} 2>&1"
 
 
 rule make_figure:
@@ -52,4 +52,4 @@ rule make_figure:
         "figure {wildcards.figure}"
     shell:
         "amd figure {wildcards.figure} --runs {input.runs} --note {params.note}"
-        " --out {output} >> {log} 2>&1"
+        " --out {output} > {log} 2>&1"

@@ -32,7 +32,7 @@ rule build_memory:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:
         "{params.launch}{input.server} amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
-        " {params.embedder} {params.benchmark} --out {output} >> {log} 2>&1"
+        " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"
 
 
 use rule build_memory as build_memory_served with:
@@ -66,4 +66,4 @@ rule pool_memory:
     message:
         "memory bank {wildcards.method}: pool {wildcards.teacher} ({params.teachers})"
     shell:
-        "amd memory pool --banks {input.banks} --teachers {params.teachers} --out {output} >> {log} 2>&1"
+        "amd memory pool --banks {input.banks} --teachers {params.teachers} --out {output} > {log} 2>&1"

@@ -17,4 +17,4 @@ rule estimate_cost:
     message:
         "cost estimate of the grid"
     shell:
-        "amd plan --estimate --config-json {params.config} --out {output.csv} {output.md} >> {log} 2>&1"
+        "amd plan --estimate --config-json {params.config} --out {output.csv} {output.md} > {log} 2>&1"

@@ -33,7 +33,7 @@ rule run_student_probe:
     shell:
         "{params.launch}{input.server} amd probe {wildcards.benchmark} {params.agent} --out {output} {params.probe}"
         " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
-        " >> {log} 2>&1"
+        " > {log} 2>&1"
 
 
 use rule run_student_probe as run_student_probe_served with:

@@ -18,4 +18,4 @@ rule score_run:
     message:
         "score {input}"
     shell:
-        "amd score {input} --json {output} >> {log} 2>&1"
+        "amd score {input} --json {output} > {log} 2>&1"

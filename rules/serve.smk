@@ -22,4 +22,4 @@ rule serve_model:
     shell:
         # the file exists at once (the batch's jobs wait 5 s for their inputs), naming the process that `exec`
         # turns into `amd serve` (amd.workflow.serve.STARTING)
-        "echo starting $$ > {output}; exec amd serve {params.serve} --url-file {output} >> {log} 2>&1"
+        "echo starting $$ > {output}; exec amd serve {params.serve} --url-file {output} > {log} 2>&1"

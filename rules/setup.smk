@@ -13,4 +13,4 @@ rule setup_benchmark:
     message:
         "set up: make {wildcards.target}"
     shell:
-        "make {wildcards.target} >> {log} 2>&1"
+        "make {wildcards.target} > {log} 2>&1"

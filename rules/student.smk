@@ -28,7 +28,7 @@ rule run_student_zero_shot:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} --seed {wildcards.seed} >> {log} 2>&1"
+        " {params.run} --seed {wildcards.seed} > {log} 2>&1"
 
 
 use rule run_student_zero_shot as run_student_zero_shot_served with:
@@ -75,7 +75,7 @@ rule run_student_memory:
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
         " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
-        " >> {log} 2>&1"
+        " > {log} 2>&1"
 
 
 use rule run_student_memory as run_student_memory_served with:

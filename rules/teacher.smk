@@ -28,7 +28,7 @@ rule run_teacher:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} >> {log} 2>&1"
+        " {params.run} > {log} 2>&1"
 
 
 use rule run_teacher as run_teacher_served with:

@@ -23,4 +23,4 @@ rule view_run:
     message:
         "view {input.run}"
     shell:
-        "amd view {input.run} {params.pairing} --out {output} >> {log} 2>&1"
+        "amd view {input.run} {params.pairing} --out {output} > {log} 2>&1"

@@ -7,6 +7,8 @@ about processes (a file removed under a running `amd run`, SIGTERM).
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -77,11 +79,30 @@ def test_a_run_file_removed_by_another_process_while_a_run_waits_for_its_model_l
     assert [record["task_id"] for record in read_run(out)] == TASKS
 
 
-def test_every_workflow_job_appends_to_its_log_so_a_second_job_on_one_output_keeps_the_firsts_evidence():
-    shells = [(path.name, line) for path in sorted((REPO / "rules").glob("*.smk"))
-              for line in path.read_text().splitlines() if "{log}" in line and ">" in line]
-    assert len(shells) >= 12
-    assert [entry for entry in shells if ">> {log} 2>&1" not in entry[1]] == []
+def test_a_jobs_log_removed_and_rewritten_by_a_second_job_keeps_the_first_jobs_lines(tmp_path):
+    """What Snakemake does to a job's log when a second workflow (--nolock) starts the job again: it removes the log
+    and the second job writes a new one at its path. The first job's lines stay under LOG.PID."""
+    out, log = tmp_path / "run.jsonl", tmp_path / "run.log"
+    respond, asked, released = held_replies(TASKS)
+    with ScriptedServer(respond) as server, open(log, "w") as stderr:
+        first = subprocess.Popen([sys.executable, "-m", "amd.cli", *map(str, model_run(server, TASKS, out))],
+                                 stdout=subprocess.DEVNULL, stderr=stderr)
+        assert asked.wait(120)
+        log.unlink()
+        log.write_text("amd: error: the second job's line\n")
+        released.set()
+        assert first.wait(300) == 0
+    assert log.read_text() == "amd: error: the second job's line\n"
+    kept = tmp_path / f"run.log.{first.pid}"
+    assert f"amd run: {len(TASKS)} tasks run, 0 already done" in kept.read_text()
+
+
+def test_a_log_whose_path_still_holds_it_gets_no_second_name(tmp_path):
+    with open(tmp_path / "run.log", "w") as stderr:
+        run = subprocess.run([sys.executable, "-m", "amd.cli", *oracle_run(tmp_path / "run.jsonl", 2)],
+                             stderr=stderr, check=False)
+    assert run.returncode == 0 and sorted(path.name for path in tmp_path.glob("run.log*")) == ["run.log"]
+    assert "amd run: 2 tasks run" in (tmp_path / "run.log").read_text()
 
 
 # 2. The one-writer lock is that of the resolved path; commands never write over their own inputs

@@ -295,7 +295,7 @@ def test_a_pooled_bank_is_planned_from_its_teachers_banks_and_runs(workdir):
     pools = [line[line.index("amd memory pool"):] for line in result.stdout.splitlines() if "amd memory pool" in line]
     assert sorted(pools) == sorted(
         f"amd memory pool --banks {bank.format('oracle')} {bank.format('oracle_b')} --teachers oracle oracle_b "
-        f"--out {bank.format(name)} >> results/logs/bfcl/bank/amd/{name}-rules-minilm-amd/pool.log 2>&1"
+        f"--out {bank.format(name)} > results/logs/bfcl/bank/amd/{name}-rules-minilm-amd/pool.log 2>&1"
         for name in ("both", "both_b"))
     runs = [line for line in result.stdout.splitlines() if "amd run bfcl --agent local:" in line]
     assert len(runs) == 4

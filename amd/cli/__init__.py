@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from amd.core.errors import AmdError
-from amd.core.files import DISK_FULL, sole_writer
+from amd.core.files import DISK_FULL, log_kept, sole_writer
 from amd.core.text import printable
 
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), log_kept():
             return _main(args)
     except Terminated:
         print("amd: terminated (SIGTERM); finished tasks are kept, rerun the same command to resume", file=sys.stderr)

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import tempfile
 from pathlib import Path
 
@@ -96,6 +97,38 @@ def _name_holder(holder: Path, command: str) -> None:
     except OSError as error:
         log.warning("%s: cannot name this process as the lock's holder (%s); a second writer is still refused",
                     holder, error.strerror)
+
+
+@contextlib.contextmanager
+def log_kept():
+    """While the body runs, a second name for this process's log when its stderr is a file (a workflow job's log):
+    LOG.PID. Snakemake removes a job's log when it starts the job, so a second job started on the same output (a
+    second workflow with --nolock) would take this one's lines with it; under the second name they stay. The
+    second name is removed at the end unless the log's path no longer holds this log (then it is the evidence)."""
+    try:
+        held = os.fstat(2)
+        path = os.readlink("/proc/self/fd/2")  # Linux; elsewhere nothing is kept
+        kept = f"{path}.{os.getpid()}"
+        if not stat.S_ISREG(held.st_mode) or not _same_file(path, held):
+            raise FileNotFoundError(path)
+        os.link(path, kept)
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        if _same_file(path, held) or not _same_file(kept, held):
+            with contextlib.suppress(OSError):
+                os.unlink(kept)
+
+
+def _same_file(path: str, held: os.stat_result) -> bool:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
 
 
 def lock_file(path: Path) -> Path:

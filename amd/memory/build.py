@@ -2,6 +2,7 @@
 and checks the records, embeds each type's embedded field, writes the manifest and the bank."""
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,9 +19,12 @@ from amd.core.vocabulary import method_spec
 from amd.memory.bank import BANK_SCHEMA, BankContents, check_bank_out, write_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
+from amd.memory.screening import instruction_like
 from amd.memory.writing import open_writer
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
+SHOWN_IDS = 5  # entry ids a warning names
+log = logging.getLogger("amd.memory")
 
 
 def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: str, out_dir,
@@ -58,6 +62,13 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         for opened in benchmarks.values():
             opened.close()
     _check_entries(contents, method, groups)
+    screened = instruction_like(contents.entries)
+    if screened["count"]:
+        log.warning("%d of %d entries read as instructions to the agent (prompt injection in the teacher's "
+                    "trajectories? marks: %s), e.g. %s; they are kept, and a run shows memory as data: check them "
+                    "with `amd memory show`", screened["count"], screened["of"],
+                    ", ".join(f"{mark} {n}" for mark, n in screened["by_mark"].items()),
+                    ", ".join(screened["entries"][:SHOWN_IDS]))
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
     usage = writer_obj.usage()
@@ -72,6 +83,7 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         "solved_task_ids": sorted({record["task_id"] for record in records if record["success"] is True}),
         "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
         "counts": {t: len(entries) for t, entries in contents.entries.items()},
+        "instruction_like": screened,
         **bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
         **contents.manifest,
     }

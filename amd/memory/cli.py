@@ -97,7 +97,9 @@ def run_build(args) -> int:
                           key_values(args.option), args.writer_concurrency,
                           key_values(args.benchmark_option, "--benchmark-option"), _numbers(args.delta, "--delta"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
-    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
+    flagged = manifest["instruction_like"]["count"]
+    screened = f"; {flagged} entries read as instructions to the agent" if flagged else ""
+    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{screened}")
     return 0
 
 
@@ -134,6 +136,10 @@ def run_show(args) -> int:
           f"agents {', '.join(a['spec'] for a in manifest['agents']) or '-'}")
     say(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
                                                         if "audit" in manifest else ""))
+    if manifest.get("instruction_like", {}).get("count"):
+        screened = manifest["instruction_like"]
+        say(f"{screened['count']} of {screened['of']} entries read as instructions to the agent "
+            f"({json.dumps(screened['by_mark'])}): {', '.join(screened['entries'])}")
     if "build_settings" in manifest:
         say(f"build settings {manifest['build_settings']}")
     for line in _audited_lines(manifest.get("audited")):
