@@ -66,6 +66,7 @@ appworld-venv-or-skip: venv
 
 run: venv model-1.5b
 	$(BIN)/snakemake --cores 8 all
+	@echo "Done. In a new shell, 'source .venv/bin/activate' first: then snakemake and amd run as the README shows."
 
 test: venv toolsandbox-if-available appworld-venv-or-skip
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile

@@ -4,11 +4,16 @@
 # `config`, merged by Snakemake) give a `name` of their own, then those files (amd.workflow.config.active_config).
 
 from amd.analysis import layout
+from amd.workflow.banner import announce_start
 from amd.workflow.grid import benchmark_path, log_path, workflow_grid
 from amd.workflow.scripts import find_amd_beside_python
 
-grid = workflow_grid(config)
+grid = workflow_grid(config, workflow.configfiles)
 find_amd_beside_python()
+
+
+onstart:
+    announce_start(config, workflow.overwrite_configfiles, workflow.global_resources)
 
 
 wildcard_constraints:

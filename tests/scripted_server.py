@@ -76,6 +76,7 @@ class ScriptedServer:
     latency_s: float = 0.0
     capacity: int | None = None
     model: str = "scripted-model"
+    root: str | None = None  # what /models says the model is served from (vLLM: the checkpoint); None: not said
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
     embed: callable = lambda text: [float(len(text)), 1.0]  # the /embeddings answer for one text
     port: int = 0  # 0: a free one
@@ -163,7 +164,8 @@ def _handler_for(server: ScriptedServer):
         def do_GET(self):
             server._record(Received(self.path, _lower_keys(self.headers), None))
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, json.dumps({"object": "list", "data": [{"id": server.model, "object": "model"}]}))
+                card = {"id": server.model, "object": "model", **({"root": server.root} if server.root else {})}
+                self._send(200, json.dumps({"object": "list", "data": [card]}))
             else:
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
 

@@ -51,7 +51,8 @@ def main(argv: list[str]) -> None:
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     latency = float(os.environ.get("STAND_IN_VLLM_LATENCY_S", "0"))
-    with ScriptedServer(replies(), model=model, port=port, cached_tokens=0, latency_s=latency):
+    # /models as vLLM answers it: the name served and, as its root, what was given to `vllm serve`
+    with ScriptedServer(replies(), model=model, root=model, port=port, cached_tokens=0, latency_s=latency):
         log("start", model)
         stopped.wait()
     log("stop", model)

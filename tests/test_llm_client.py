@@ -53,11 +53,37 @@ def test_prompt_tokens_served_from_the_servers_prefix_cache_are_counted():
 
 
 def test_cache_survives_a_new_model_object_and_another_server_port():
-    with ScriptedServer() as a, vllm(a) as model:
+    """The same checkpoint served again (another port, another object): the rerun asks the model nothing."""
+    with ScriptedServer(model="test-model", root="/ckpt/a") as a, vllm(a) as model:
         model.chat(HELLO)
-    with ScriptedServer() as b, vllm(b, timeout_s=9, max_retries=1) as model:
+    with ScriptedServer(model="test-model", root="/ckpt/a") as b, vllm(b, timeout_s=9, max_retries=1) as model:
         reply = model.chat(HELLO)
+        assert model.identity == "vllm:test-model root=/ckpt/a"
     assert reply.cached and not b.chat_requests()
+
+
+def test_two_vllm_servers_of_different_checkpoints_under_one_name_never_share_replies():
+    replies = []
+    for root, answer in (("/ckpt/a", "from checkpoint a"), ("/ckpt/b", "from checkpoint b")):
+        with ScriptedServer(script(answer), model="test-model", root=root) as server, vllm(server) as model:
+            replies.append((model.chat(HELLO).text, model.chat(HELLO).cached))
+    assert replies == [("from checkpoint a", True), ("from checkpoint b", True)]
+
+
+def test_a_vllm_server_that_does_not_say_what_it_serves_is_keyed_on_its_url_too():
+    replies = []
+    for answer in ("from the first server", "from the second server"):
+        with ScriptedServer(script(answer), model="test-model") as server, vllm(server) as model:
+            replies.append(model.chat(HELLO).text)
+            assert model.identity == f"vllm:test-model@{server.url}"
+    assert replies == ["from the first server", "from the second server"]
+
+
+def test_a_vllm_server_that_cannot_be_asked_what_it_serves_is_unreachable_never_a_reply():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with open_model(f"vllm:test-model@{url}", {**FAST, "max_retries": 0}) as model, \
+            pytest.raises(ModelUnreachable, match=rf"^model test-model: cannot reach {url}: .* \(1 requests\)$"):
+        model.chat(HELLO)
 
 
 LS_TOOL = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
@@ -304,7 +330,7 @@ def test_endpoints_of_their_own_with_keys_of_their_own_coexist(monkeypatch, cach
         with open_model(f"openai:teacher@{first.url}#key=FIRST_ENDPOINT_KEY", FAST) as teacher, \
                 open_model(f"vllm:user@{second.url}#key=SECOND_ENDPOINT_KEY", FAST) as user:
             assert (teacher.chat(HELLO).text, user.chat(HELLO).text) == ("one", "two")
-            assert teacher.identity == f"openai:teacher@{first.url}" and user.identity == "vllm:user"
+            assert teacher.identity == f"openai:teacher@{first.url}" and user.identity == f"vllm:user@{second.url}"
         with open_model(f"openai:keyless@{first.url}", FAST) as keyless:
             keyless.chat(HELLO)
     sent = [request.headers["authorization"] for request in first.chat_requests() + second.chat_requests()]

@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -80,31 +79,20 @@ def test_default_config_plans_the_small_ablation(workdir):
                     "score_run": 4, "view_run": 3, "make_table": 4, "make_figure": 1, "all": 1, "total": 18}
 
 
-def child_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def test_paper_grid_and_k_sweep_plan_within_15_seconds(workdir):
-    """Measured as CPU time of the snakemake process: wall time also counts other work sharing the machine."""
+def test_paper_grid_and_k_sweep_plan(workdir):
+    """What the paper grid plans; how long planning takes is bench/bench_plan.py's figure, not a test's."""
     where, env = workdir
-    started = child_cpu_seconds()
-    result = snakemake(where, env, "-n", "all", "--cores", "8", "--configfile", "config/paper.yaml")
-    took_all = child_cpu_seconds() - started
-    jobs = planned_jobs(result)
+    jobs = planned_jobs(snakemake(where, env, "-n", "all", "--cores", "8", "--configfile", "config/paper.yaml"))
     paper = yaml.safe_load((REPO / "config/paper.yaml").read_text())["experiments"].values()
     outputs = {name for experiment in paper for name in experiment["outputs"]}
     assert jobs["make_table"] == len(outputs & set(output_names("table"))) >= 6 and jobs["make_figure"] == 3
     assert jobs["run_student_memory_served"] > 100 and "run_student_memory" not in jobs
-    started = child_cpu_seconds()
     k_sweep = planned_jobs(snakemake(where, env, "-n", "results/paper/fig5_k_sweep.pdf", "--cores", "8",
                                      "--configfile", "config/paper.yaml"))
-    took_fig5 = child_cpu_seconds() - started
     # base k plus k = 2..5 for each of wf, st, fn; two seeds each; in the paper's setting and our stricter twin
     assert k_sweep["run_student_memory_served"] == (1 + 3 * 4) * 2 * 2
     # Figure 5 is AppWorld's: its teacher, bank and runs, after AppWorld's environment is set up once
     assert k_sweep["setup_benchmark"] == 1 and k_sweep["run_teacher"] == 1 and k_sweep["build_memory"] == 1
-    assert took_all < 15 and took_fig5 < 15, (took_all, took_fig5)
 
 
 def test_paper_grid_plans_table1_with_the_baseline_rows_for_every_benchmark_and_student(workdir):
@@ -223,7 +211,10 @@ def test_a_bad_value_is_rejected_before_any_job_naming_the_key(workdir):
 
 def test_run_then_change_one_thing_reruns_exactly_the_dependent_jobs(workdir):
     where, env = workdir
-    snakemake(where, env, "all", "--cores", "2")
+    started = snakemake(where, env, "all", "--cores", "2").stderr
+    # Snakemake's header lists only --configfile files: the workflow names the files it layers, and what --cores caps
+    assert "amd: config files in use, in order: config/base.yaml, config/config.yaml (the embedded default)" in started
+    assert "amd: --cores 2 is how many jobs may run at once, not threads" in started
     table = (where / "results/tables/table2_ablation.md").read_text()
     assert "wf_st_fn" in table and "not the paper's effect sizes" in table
     assert (where / "results/fig3_steps.pdf").read_bytes().startswith(b"%PDF")

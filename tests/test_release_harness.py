@@ -1,11 +1,16 @@
 """The authors' release's memory harness as switches (docs/findings/harnesses.md): value masking, what a subtask
 entry shows, what it is embedded by, insight length. Each switch off is amd's way, on the release's."""
 
+import json
+
 import pytest
-from test_memory_fixtures import all_records, file_and_message_task, write_jsonl
+from test_memory_fixtures import all_records, call, file_and_message_task, record, step, write_jsonl
+from test_workflow_args import Wildcards, load_config, parse_shell
 
 from amd.agent.hooks import TaskContext
+from amd.cli import main
 from amd.core.errors import AmdError
+from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.registry import create_benchmark
 from amd.llm.base import ChatReply
 from amd.memory.amd_method.entries import BuildSettings, build_entries
@@ -14,6 +19,7 @@ from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.placeholders import ValueMask, masked_arguments, trajectory_values
 from amd.memory.steps import steps_of
+from amd.workflow.grid import Grid
 
 RAW_VALUES = ("final_report.pdf", "archive_2024", "USR003", "the report is archived")
 
@@ -141,3 +147,67 @@ def test_decompose_input_task_gives_the_student_every_known_turn_and_the_tools(b
     assert turns[0] in plain and turns[1] not in plain and "send_message" not in plain
     assert all(turn in whole for turn in turns) and "mkdir, mv, send_message" in whole
     assert open_memory(bank, "st_only", options={"decompose_input": "task"}).describe()["decompose_input"] == "task"
+
+
+def test_fn_rank_ranks_a_functions_records_by_instruction_turn_or_recent_calls(tmp_path):
+    archive = record("multi_turn_base_801", [("Archive the quarterly report in a reports directory.", [
+        step([call("mkdir", dir_name="reports")], ["None"], text="I will create the reports directory.")])])
+    photos = record("multi_turn_base_802", [("Sort my holiday photos into an album.", [
+        step([call("mkdir", dir_name="album")], ["None"], text="cd photos first, then mkdir the album for photos.")])])
+    path = write_jsonl(tmp_path / "t.jsonl", [archive, photos])
+    build_bank([path], "amd", "rules", "hash:256", tmp_path / "bank")
+    task = TaskContext("new", "new", "Archive the quarterly report in a reports directory.",
+                       turn="Now sort the holiday photos into an album.", calls=["cd(folder='photos')"])
+
+    def first(**options) -> str:
+        hint = open_memory(tmp_path / "bank", "fn_only", protocol="shared", options=options).after_error(task, ["mkdir"])
+        return hint.records[0]["source_task_id"]
+
+    assert first() == first(fn_rank="instruction") == "multi_turn_base_801"
+    assert first(fn_rank="turn") == "multi_turn_base_802"
+    assert first(fn_rank="calls") == "multi_turn_base_802"
+    task.calls = ["ls()", "cd(folder='reports')"]
+    assert first(fn_rank="calls") == "multi_turn_base_801"
+    assert "fn_rank" not in open_memory(tmp_path / "bank", "fn_only").describe()
+
+
+@pytest.mark.parametrize("benchmark", ["bfcl", "toolsandbox"])
+def test_prompts_benchmark_gives_bfcl_and_toolsandbox_writers_their_own_prompts(benchmark):
+    fields = {"instruction": "I", "functions": "F", "trajectory": "T", "max_words": 120, "n_steps": 3, "last_step": 2,
+              "steps": "S", "hints": "H", "max_segments": 6, "max_label_words": 5}
+    for name in ("memory_workflow", "memory_segment"):
+        assert benchmark_prompt(name, benchmark) == f"{name}_{benchmark}"
+        assert "{" not in load_prompt(f"{name}_{benchmark}").format(**fields).replace("{\"start_step", "")
+
+
+def test_the_bfcl_writer_is_asked_with_bfcls_prompts(bfcl):
+    asked = []
+
+    def chat(messages):
+        asked.append(messages[-1]["content"])
+        return ChatReply(text="no segments" if "JSON array only" in messages[-1]["content"] else "Call mkdir.")
+
+    build_entries(all_records()[0], bfcl, chat, types=("workflow", "subtask"), settings=BuildSettings(prompts="benchmark"))
+    assert "multi-turn function-calling task (BFCL)" in asked[0] and "multi-turn function-calling run (BFCL)" in asked[1]
+
+
+def test_the_paper_settings_bfcl_bank_holds_placeholders_where_the_release_masks(tmp_path):
+    """config/paper.yaml's BFCL bank, built with the build options the grid plans for it, on oracle runs."""
+    grid = Grid(load_config("paper.yaml"))
+    cell = next(c for c in grid.cells("main_paper") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
+    planned = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(Wildcards(cell, seed='0'))} "
+                          "--embedder hash:64 --out b")
+    tasks = ",".join(f"multi_turn_base_{n}" for n in (0, 1, 2, 3))
+    assert main(["run", "bfcl", "--agent", "oracle", "--tasks", tasks, "--out", str(tmp_path / "o.jsonl"),
+                 "--no-progress"]) == 0
+    assert main(["memory", "build", "--trajectories", str(tmp_path / "o.jsonl"), "--embedder", "hash:64",
+                 "--out", str(tmp_path / "bank"), *(f"--option={option}" for option in planned.option)]) == 0
+    bank = load_bank(tmp_path / "bank")
+    records = {r["task_id"]: r for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())}
+    for entry in bank.entries["subtask"] + bank.entries["function"]:
+        calls = [c for step in steps_of(records[entry["source_task_id"]]) for c in step.calls]
+        shown = entry["call"] if "call" in entry else "\n".join(
+            line for line in entry["code"].splitlines() if not line.startswith("# "))
+        assert not [value for value, _ in trajectory_values(calls) if value in shown], entry["id"]
+    assert any("<" in entry["call"] for entry in bank.entries["function"])
+    assert bank.manifest["types"]["subtask"]["embedded"] == "key"

@@ -7,7 +7,7 @@ from plugins.counter import CounterBenchmark
 
 from amd.agent.agents import OracleAgent
 from amd.agent.base import AgentReply
-from amd.agent.hooks import Injection, TaskContext
+from amd.agent.hooks import Injection, TaskContext, as_retrieved_memory
 from amd.agent.loop import Limits, run_episode
 from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import Proposal
@@ -175,7 +175,7 @@ def test_memory_hooks_are_called_and_recorded():
 
     agent, memory = CallsBadThenStops(), RecordingMemory()
     record = run_episode(agent, CounterBenchmark().start("count_1_0"), Limits(), context("count_1_0"), memory)
-    assert agent.memory_text == "MEMORY BLOCK" and agent.last_hint == "HINT"
+    assert agent.memory_text == as_retrieved_memory("MEMORY BLOCK") and agent.last_hint == as_retrieved_memory("HINT")
     assert memory.after_error_calls == [["sub"]]
     assert record["system_memory"][0]["entry_id"] == "w1"
     assert record["turns"][0]["steps"][0]["injected_memory"][0]["entry_id"] == "f1"
@@ -240,3 +240,36 @@ def test_a_task_missing_from_the_run_file_counts_as_a_failure_loudly(tmp_path, c
     assert "2 of 6 tasks the run was asked for have no record" in capsys.readouterr().err
     analysed = summarize_run(out)
     assert analysed["n_tasks"] == 6 and analysed["success_by_task"]["count_3_5"] is False
+
+
+class SlowOracle(OracleAgent):
+    """The oracle, taking `pause` seconds per step: a task that stays in flight for a while."""
+
+    pause = 0.3
+
+    def act(self):
+        import time
+
+        time.sleep(self.pause)
+        return super().act()
+
+
+def test_a_log_gets_a_progress_line_at_the_start_at_each_task_and_while_a_task_runs(tmp_path, caplog):
+    benchmark = CounterBenchmark()
+    tasks = benchmark.task_ids()[:2]
+    spec = oracle_spec(benchmark, make_agent=lambda episode: SlowOracle(episode.reference_turns()))
+    with caplog.at_level("INFO", logger="amd.run"):
+        run_tasks(spec, tasks, tmp_path / "run.jsonl", progress_every_s=0.1)  # stderr is not a terminal here
+    lines = [record.getMessage() for record in caplog.records if record.getMessage().startswith("progress:")]
+    assert lines[0] == "progress: 2 tasks, 0 already finished, 2 to run"
+    steps = [int(line.split("; ")[1].split()[0]) for line in lines[1:]]
+    assert any(" 0 of 2 tasks done" in line and "1 in flight" in line for line in lines[1:])  # a heartbeat mid-task
+    assert steps == sorted(steps) and steps[-1] == 2 + 4  # every step counted: 1 + 2 turns, a call and a reply each
+    assert "2 of 2 tasks done, 0 failed, 0 in flight" in lines[-1]
+
+
+def test_no_progress_means_no_progress_lines(tmp_path, caplog):
+    benchmark = CounterBenchmark()
+    with caplog.at_level("INFO", logger="amd.run"):
+        run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:1], tmp_path / "run.jsonl", progress=False)
+    assert not [record for record in caplog.records if record.getMessage().startswith("progress:")]

@@ -240,3 +240,12 @@ def test_a_job_finds_amd_when_snakemake_is_started_from_its_environment_without_
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:] + (tmp_path / "results/logs/x/score.log").read_text()
     assert (tmp_path / "results/x/score.json").exists()
+
+
+def test_the_config_files_in_use_are_named_in_the_order_they_are_layered():
+    from amd.workflow.config import config_files
+
+    assert config_files({}, []) == ["config/base.yaml", "config/config.yaml"]
+    assert config_files({"run": {"temperature": 0.7}}, ["t.yaml"]) == ["config/base.yaml", "config/config.yaml",
+                                                                      "t.yaml"]
+    assert config_files({"name": "mine"}, ["mine.yaml"]) == ["config/base.yaml", "mine.yaml"]  # starts clean

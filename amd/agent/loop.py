@@ -7,15 +7,17 @@ official harness's turn loop (`official_turns`, BFCL's `harness=official`) has n
 `max_steps_per_turn` executed steps and then the closing reply in each turn (bfcl-eval force-quits on the step
 after the 20th), and ends a turn at a reply whose calls cannot all be decoded, as bfcl-eval's loop does. The
 environment may end the task after a step (the agent called its completion function). Memory enters at three
-points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`).
+points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`), each time delimited and
+labelled as retrieved data, never instructions (`as_retrieved_memory`).
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
 from amd.agent.base import Agent
-from amd.agent.hooks import Injection, MemoryHooks, TaskContext
+from amd.agent.hooks import Injection, MemoryHooks, TaskContext, as_retrieved_memory
 from amd.benchmarks.base import Episode, counted_success
 from amd.core.trajectory import (
     EpisodeRecord,
@@ -43,17 +45,18 @@ class _ModelFailure(Exception):
 
 
 def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContext,
-                memory: MemoryHooks | None = None) -> EpisodeRecord:
-    """Run one task to the end and return the task part of its trajectory record."""
+                memory: MemoryHooks | None = None, on_step: Callable[[], None] | None = None) -> EpisodeRecord:
+    """Run one task to the end and return the task part of its trajectory record; `on_step` is called after each
+    model step (a run's progress counts them)."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
-    agent.begin(episode.tools, system.text, memory_first=system.first)
+    agent.begin(episode.tools, as_retrieved_memory(system.text), memory_first=system.first)
     turns: list[Turn] = []
     queries = list(system.queries)  # every retrieval query of the task, in order (a memory run's memory_queries)
     requests: list[int] = []  # HTTP requests sent per step
     status, error = "finished", None
     try:
-        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests))
+        _run_turns(agent, episode, limits, task, memory, _Taken(turns, queries, requests, on_step))
     except _StepLimit as exc:
         status, error = "step_limit", str(exc)
     except _ModelFailure as exc:
@@ -103,11 +106,12 @@ def _turn_cap(episode: Episode, limits: Limits) -> int:
 @dataclass
 class _Taken:
     """What a task's turns leave, as they go: the turns (the record's), the retrieval queries and each step's
-    requests."""
+    requests; `on_step` hears of each step."""
 
     turns: list[Turn]
     queries: list[MemoryQuery]
     requests: list[int]
+    on_step: Callable[[], None] | None = None
 
 
 def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext, memory: MemoryHooks | None,
@@ -118,8 +122,9 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     per_turn = _turn_cap(episode, limits)
     requests_per_turn = per_turn + 1 if official else per_turn  # official: the reply after the last executed step
     while (user := episode.next_user_message(last_reply)) is not None:
+        task.turn = user
         injected = memory.user_turn(task, user) if memory is not None else Injection()
-        agent.add_user(user, injected.text, memory_in_system=injected.in_system)
+        agent.add_user(user, as_retrieved_memory(injected.text), memory_in_system=injected.in_system)
         turn: Turn = {"user": user, "steps": [], "injected_memory": _records(injected)}
         taken.turns.append(turn)
         taken.queries += injected.queries
@@ -129,6 +134,8 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
             total_steps += 1
             step, reply_text, finished = _run_step(agent, episode, task, memory, taken, official)
             turn["steps"].append(step)
+            if taken.on_step is not None:
+                taken.on_step()
             if step["model_error"]:
                 raise _ModelFailure(step["model_error"])
             if finished:
@@ -173,6 +180,7 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
     step["rejected"], step["observations"], step["error"] = outcome.rejected, outcome.observations, outcome.error
     if outcome.code is not None:
         step["code"] = outcome.code
+    task.calls += [call.call for call in outcome.calls]
     hint = Injection()
     if memory is not None and outcome.error and outcome.failing_functions:
         hint = memory.after_error(task, outcome.failing_functions)
@@ -180,7 +188,7 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
         taken.queries += hint.queries
         if hint.details:
             step["memory_details"] = hint.details
-    agent.observe(reply.proposals, outcome, hint.text)
+    agent.observe(reply.proposals, outcome, as_retrieved_memory(hint.text))
     return step, None, outcome.finished
 
 

@@ -9,8 +9,8 @@ crash stops the run there, so a rerun resumes in the same order and every task s
 """
 
 import hashlib
+import json
 import logging
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -19,21 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from amd.agent.base import Agent
 from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
+from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL
-from amd.core.schema import (
-    append_durably,
-    drop_truncated_tail,
-    read_run,
-    rewrite_sorted,
-    write_expected_tasks,
-)
+from amd.core.schema import RunFile, drop_truncated_tail, read_run, write_expected_tasks
 from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 from amd.llm.base import ModelUnreachable
@@ -63,7 +57,7 @@ class RunSummary:
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
-              progress: bool = True) -> RunSummary:
+              progress: bool = True, progress_every_s: float = PROGRESS_EVERY_S) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     finished_records = _finished_records(spec, out_path)
     done = {record["task_id"] for record in finished_records}
@@ -76,10 +70,9 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
     header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
+    groups = exclusion_groups(spec.benchmark)  # a task's group in its record: the leakage protocols' unit
     write_lock = threading.Lock()
-    bar = tqdm(total=len(task_ids), initial=summary.skipped, desc="tasks", unit="task",
-               disable=not progress, file=sys.stderr, dynamic_ncols=True,
-               mininterval=0.2 if sys.stderr.isatty() else 15)  # logs get a line every 15 s, not per task
+    shown = Progress(len(task_ids), summary.skipped, show=progress, every_s=progress_every_s)
 
     def run_one(task_id: str) -> None:
         episode = spec.benchmark.start(task_id)
@@ -87,10 +80,12 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             agent = spec.make_agent(episode)
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
+            group = groups.group(task_id, spec.benchmark.task_group(task_id))
+            task = TaskContext(task_id, group, episode.instruction, student,
                                spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
                                [tool["function"]["name"] for tool in episode.tools])
-            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory)}
+            record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory,
+                                                               on_step=shown.step)}
             if spec.memory is not None and student is not None:
                 record["memory_calls"] = student.usage
         finally:
@@ -98,7 +93,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         if spec.memory is not None:
             spec.memory.episode_end(task, record)
         with write_lock:
-            append_durably(out_path, record)
+            run_file.append(record)
 
     in_order = spec.memory is not None and spec.memory.one_task_at_a_time
     if in_order and concurrency > 1:
@@ -107,10 +102,16 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         concurrency = 1
     if spec.memory is not None:
         spec.memory.run_start(RunContext(spec.benchmark, Path(out_path), list(task_ids), finished_records))
+    run_file = RunFile(out_path)
     try:
-        _run_queue(run_one, todo, concurrency, summary, bar, stop_at_crash=in_order)
+        _run_queue(run_one, todo, concurrency, summary, shown, stop_at_crash=in_order)
+        if summary.crashed:
+            run_file.keep()  # removed or replaced after the last append: rewritten from what this run holds
+        else:
+            _rewrite_in_task_order(run_file, task_ids)
     finally:
-        bar.close()
+        run_file.close()
+        shown.close()
         if spec.memory is not None:
             spec.memory.run_end()
     if summary.disk_full is not None:
@@ -121,12 +122,11 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     if summary.unreachable is not None:
         raise AmdError(f"{summary.unreachable}; the run stopped, keeping the {summary.skipped + summary.finished} "
                        f"of {len(task_ids)} tasks with a verdict: rerun when it answers to finish the rest")
-    if not summary.crashed:
-        _rewrite_in_task_order(out_path, task_ids)
     return summary
 
 
-def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, bar, stop_at_crash: bool) -> None:
+def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, shown: Progress,
+               stop_at_crash: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending: dict[Future[None], str] = {}
         queue = list(todo)
@@ -134,7 +134,9 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
             while queue and len(pending) < max(1, concurrency):
                 task_id = queue.pop(0)
                 pending[pool.submit(run_one, task_id)] = task_id
+            shown.tasks(0, 0, len(pending))
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            crashed_before = len(summary.crashed)
             for future in finished:
                 task_id = pending.pop(future)
                 _account(future, task_id, summary)
@@ -144,9 +146,7 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
                 queue.clear()
-            bar.update(len(finished))
-            bar.set_postfix(done=summary.finished + summary.skipped, failed=len(summary.crashed),
-                            in_flight=len(pending))
+            shown.tasks(len(finished), len(summary.crashed) - crashed_before, len(pending))
 
 
 class CountedChat:
@@ -210,12 +210,11 @@ def _same_setting(key: str, stored: Any, asked: dict[str, Any]) -> bool:
     return same_setting(stored, asked, method.record_defaults if method else {})
 
 
-def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:
-    """Each record was validated once, when appended or when read on resume; the rewrite only reorders lines."""
-    if not Path(out_path).exists():
-        return
+def _rewrite_in_task_order(run_file: RunFile, task_ids: list[str]) -> None:
+    """The lines this run holds, in task order, in one rename. Each record was validated once, when appended or when
+    read on resume; the rewrite only reorders lines."""
     order = {task_id: index for index, task_id in enumerate(task_ids)}
-    rewrite_sorted(out_path, lambda record: order.get(record["task_id"], len(order)))
+    run_file.rewrite(sorted(run_file.lines, key=lambda line: order.get(json.loads(line)["task_id"], len(order))))
 
 
 def probe_tasks(task_ids: list[str], size: int, seed: int) -> list[str]:

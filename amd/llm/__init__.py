@@ -5,6 +5,8 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+import openai
+
 from amd.core.errors import AmdError
 from amd.llm.base import ChatReply, TokenLedger
 from amd.llm.client import ChatModel, resolve_params, sdk_client
@@ -36,7 +38,7 @@ def open_model(spec: str, params: dict | None = None) -> ChatModel:
         client = sdk_client(params, api_key=endpoint_key(parsed, spec), base_url=parsed.base_url)
         if params["think"] and not parsed.is_qwen3:
             raise AmdError(f"thinking can be switched on for Qwen3 models only, not {spec}")
-        return ChatModel(**common, identity=parsed.name, client=client, native_tools=True,
+        return ChatModel(**common, identity=lambda sdk: served_identity(parsed, sdk), client=client, native_tools=True,
                          extra_body=qwen3_thinking(params["think"]) if parsed.is_qwen3 else None)
     return _open_local(parsed.model, common)
 
@@ -67,6 +69,25 @@ def openai_identity(spec: str, base_url: str) -> str:
         return spec
     port = f":{url.port}" if url.port else ""
     return f"{spec}@{url.scheme}://{url.hostname}{port}{url.path.rstrip('/')}"
+
+
+def served_identity(parsed: ModelSpec, client: openai.OpenAI) -> str:
+    """The cache identity of a vllm: model: its name and what the server says it serves under that name (vLLM's
+    /v1/models: `root`, the checkpoint's path or hub id, and `parent` for an adapter), so two servers with different
+    checkpoints under one name never share cached replies, while the same checkpoint served again, on any host or
+    port, finds its own. A server that does not say (no /models, no root): its URL too, as for openai:. A server
+    that cannot be reached raises the SDK's APIConnectionError (ChatModel.identity makes it ModelUnreachable)."""
+    try:
+        listing = client.get("/models", cast_to=object)
+    except openai.APIStatusError:
+        listing = None
+    cards = listing.get("data") if isinstance(listing, dict) else None
+    card = next((c for c in cards if isinstance(c, dict) and c.get("id") == parsed.model), {}) \
+        if isinstance(cards, list) else {}
+    root, parent = card.get("root"), card.get("parent")
+    if not isinstance(root, str) or not root:
+        return openai_identity(parsed.name, str(client.base_url))
+    return f"{parsed.name} root={root}" + (f" parent={parent}" if isinstance(parent, str) and parent else "")
 
 
 def _open_local(name: str, common: dict) -> ChatModel:

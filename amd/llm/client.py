@@ -11,6 +11,7 @@ reply that stays malformed ends in `ChatReply(error=...)`: the model's answer to
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -85,12 +86,16 @@ class ChatModel:
     """A model behind an OpenAI-compatible endpoint. Use as a context manager; `chat` is thread-safe.
     `client` comes from `sdk_client`, whose request hook lets each reply say how many requests it took."""
 
-    def __init__(self, *, spec: str, model: str, identity: str, client: openai.OpenAI, params: dict,
+    def __init__(self, *, spec: str, model: str, identity: str | Callable[[openai.OpenAI], str], client: openai.OpenAI,
+                 params: dict,
                  native_tools: bool, extra_body: dict | None = None, token_field: str = "max_tokens",
                  on_close=None):
         self.spec = spec
         self.model = model
-        self.identity = identity  # names the weights in the cache key; no host, port or key
+        # What the cache key names as the model (no key, and no host or port where the weights are known): given,
+        # or asked of the server on first use (a vllm: model: what it serves, amd.llm.served_identity).
+        self._identity = identity
+        self._identity_lock = threading.Lock()
         self.params = params
         self.native_tools = native_tools  # False: tools are not sent, the prompt carries their docs
         self.ledger = TokenLedger()
@@ -101,6 +106,21 @@ class ChatModel:
         self._ledger_lock = threading.Lock()
         self._cache = ResponseCache(cache_dir("responses")) if params["cache"] else None
         self._encoded_tools = (None, b"")  # the last tool list sent and its JSON: an agent resends one list, unchanged
+
+    @property
+    def identity(self) -> str:
+        """The cache key's name of the model; asked of the server once where not given (a server that cannot be
+        reached raises ModelUnreachable, as `chat` does)."""
+        if callable(self._identity):
+            with self._identity_lock:
+                if callable(self._identity):
+                    first = requests_sent()
+                    try:
+                        self._identity = self._identity(self._client)
+                    except openai.APIConnectionError as error:  # timeouts included, after the SDK's retries
+                        raise ModelUnreachable(f"model {self.model}: {self._describe(error)} "
+                                               f"({requests_sent() - first} requests)") from None
+        return self._identity
 
     @property
     def base_url(self) -> str:

@@ -9,6 +9,10 @@ An `openai:` or `vllm:` spec may end in `#key=VAR`: the endpoint's key is read f
 when the model is opened, so two endpoints with two keys can serve one run (a teacher and a user simulator, say).
 A spec names the variable, never the key, so specs can go into command lines, logs and results. An `openai:` spec
 with a URL of its own and no `#key=` sends no key: OPENAI_API_KEY only ever goes to OPENAI_BASE_URL or OpenAI.
+
+The response cache names an `openai:` model by its spec and, away from OpenAI's API, its URL; a `vllm:` model by its
+name and the checkpoint its server reports serving under it (amd.llm.served_identity); a `local:` one by its weights'
+sha256.
 """
 
 import re

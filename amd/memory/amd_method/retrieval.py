@@ -41,6 +41,9 @@ TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's messa
 PLACEMENTS = RUN_OPTIONS["placement"].choices  # where task-start memory goes: after the system prompt, or before it
 PROMPT_SETS = RUN_OPTIONS["prompts"].choices  # benchmark: the benchmark's own prompts where prompts/ has them
 DECOMPOSE_INPUTS = RUN_OPTIONS["decompose_input"].choices  # instruction, or task: every known turn and the tools
+FN_RANKS = RUN_OPTIONS["fn_rank"].choices  # instruction, turn (cosine to them), calls (their trigrams found)
+RECENT_CALLS = 4  # fn_rank=calls: the failing call and up to three before it
+NGRAM = 3
 SUBTASK_VIEWS = RUN_OPTIONS["subtask_view"].choices  # steps: with observations and user turns; calls: calls only
 DEFAULT_DECOMPOSE_TEMPERATURE = 0.7  # Qwen3's recommended non-thinking temperature: samples that differ
 
@@ -73,6 +76,7 @@ class AmdHooks(BankHooks):
             raise AmdError("memory option decompose_samples needs subtask memory retrieved at task start (a config "
                            "with st, per_turn false)")
         self.fn_gate = str(options.get("fn_gate", FN_GATES[0]))
+        self.fn_rank = str(options.get("fn_rank", FN_RANKS[0]))
         self._function_errors: dict[str, Counter] = {}  # per task id (hooks serve every task of a run at once)
         self._errors_lock = threading.Lock()
         self.function_vectors = self.bank.vectors("function")
@@ -91,7 +95,8 @@ class AmdHooks(BankHooks):
                      "per_turn": self.per_turn_subtasks,
                      "turn_memory": "system" if self.subtasks_in_system and self.per_turn_subtasks else "user",
                      "placement": self.placement, "fn_doc": self.fn_doc, "decompose_prompt": self.decompose_prompt,
-                     "subtask_view": self.subtask_view, "decompose_input": self.decompose_input}
+                     "subtask_view": self.subtask_view, "decompose_input": self.decompose_input,
+                     "fn_rank": self.fn_rank}
         if self.subtask_view == "calls":
             described["subtask_calls"] = self.subtask_calls
         if self.decompose_samples > 1:  # the samples' temperature only where there are samples
@@ -150,9 +155,9 @@ class AmdHooks(BankHooks):
                          in_system=self.subtasks_in_system, queries=queries)
 
     def after_error(self, task: TaskContext, failing_functions: list[str]) -> Injection:
-        """Per failing function name: its records, ranked by cosine(instruction, record reasoning) less the bank's
-        penalty (none when frozen), top-k. Under fn_gate=repeat, a function's first error in the task gets none
-        (recorded as withheld)."""
+        """Per failing function name: its records, ranked (`_rank_scores`) less the bank's penalty (none when
+        frozen), top-k. Under fn_gate=repeat, a function's first error in the task gets none (recorded as
+        withheld)."""
         if "function" not in self.types:
             return Injection()
         names = list(dict.fromkeys(failing_functions))
@@ -170,8 +175,7 @@ class AmdHooks(BankHooks):
             if self.fn_gate == "repeat" and earlier[name] == 0:
                 withheld.append(name)
                 continue
-            query = self.embedder.embed_one(task.instruction) if query is None else query
-            scores = (self.function_vectors[rows] @ query).tolist()
+            scores, query = self._rank_scores(task, rows, query)
             ranks = (np.asarray(scores) - self.bank.penalties("function", rows)).tolist()
             order = sorted(range(len(rows)), key=lambda i: (-ranks[i], rows[i]))[: self.settings.k["function"]]
             ranked = [(rows[i], scores[i]) for i in order]
@@ -181,6 +185,17 @@ class AmdHooks(BankHooks):
         details = {"fn_gate": {"withheld": withheld}} if withheld else {}
         return Injection(self._block("function", [(entries[row], score) for row, score in hits]), records, details,
                          queries=queries)
+
+    def _rank_scores(self, task: TaskContext, rows: list[int], query):
+        """How well each record of `rows` fits the task now: cosine(instruction or current turn, record reasoning),
+        or (fn_rank=calls) the share of the character trigrams of the task's last calls that the record's reasoning
+        holds. Returns the scores and the query vector, embedded once per error step."""
+        if self.fn_rank == "calls":
+            recent = ngrams("; ".join(task.calls[-RECENT_CALLS:]))
+            return [contained(recent, ngrams(self.bank.entries["function"][row]["reasoning"])) for row in rows], query
+        if query is None:
+            query = self.embedder.embed_one(task.turn if self.fn_rank == "turn" and task.turn else task.instruction)
+        return (self.function_vectors[rows] @ query).tolist(), query
 
     def episode_end(self, task: TaskContext, record: dict) -> None:
         with self._errors_lock:
@@ -198,3 +213,14 @@ class AmdHooks(BankHooks):
         return render_block(memory_type, [entry for entry, _ in hits], self.representation[memory_type],
                             with_doc=self.fn_doc,
                             subtask_calls=self.subtask_calls if self.subtask_view == "calls" else None)
+
+
+def ngrams(text: str, n: int = NGRAM) -> set[str]:
+    """The character n-grams of `text`, lower-cased with its whitespace collapsed."""
+    text = " ".join(text.lower().split())
+    return {text[i: i + n] for i in range(len(text) - n + 1)}
+
+
+def contained(part: set[str], whole: set[str]) -> float:
+    """The share of `part` that `whole` holds (0 for an empty part)."""
+    return len(part & whole) / len(part) if part else 0.0

@@ -61,6 +61,9 @@ RUN_OPTIONS = {
     "decompose_input": Option("text", "what the student decomposes: the instruction (the first user turn), or the "
                               "task: every user turn known before it starts and the tools' names (the release's "
                               "decompose mode)", choices=("instruction", "task")),
+    "fn_rank": Option("text", "how a failing function's records are ranked: by cosine to the instruction (the paper), "
+                      "to the current user turn (turn), or by the share of the character trigrams of the task's last "
+                      "calls found in the record's reasoning (calls)", choices=("instruction", "turn", "calls")),
     "subtask_view": Option("text", "what a subtask entry shows: its steps with observations and user turns (amd's), "
                            "or its calls only (the release's)", choices=("steps", "calls")),
     "subtask_calls": Option("int", "subtask_view=calls: at most this many calls per segment (0: "
@@ -115,7 +118,8 @@ ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
 
 # The run options' fields in a run's `memory`, left out where they hold these (the runs before them hold none)
 RECORD_DEFAULTS = {"turn_memory": "user", "placement": "after", "fn_doc": False, "decompose_prompt": "decompose",
-                   "fn_gate": "always", "subtask_view": "steps", "decompose_input": "instruction"}
+                   "fn_gate": "always", "subtask_view": "steps", "decompose_input": "instruction",
+                   "fn_rank": "instruction"}
 TABLES = "amd.memory.amd_method.tables"
 SPEC = MethodSpec(
     name="amd", implementation="amd.memory.amd_method.method:AmdMemory", title="AMD", types=AMD_TYPES,
