@@ -5,7 +5,7 @@ whether every task's verdict is the same.
 Each cell is `amd run agentdojo` on banking tasks of its own, as the workflow runs a served job:
 - own:    the cells one after another, each through `amd serve-run --model` (a server of its own: the plan before
           servers were shared, on one device);
-- shared: one `amd serve` (the workflow's service job) and the cells at once through `amd serve-run --server-file`.
+- shared: one `amd serve-batch` (the workflow's job per batch): one server, the cells at once against it.
 Every cell gets its own response cache, so each reply comes from the server.
 
     .venv/bin/python bench/bench_shared_server.py [--cells 2] [--tasks-per-cell 2]
@@ -14,6 +14,7 @@ Every cell gets its own response cache, so each reply comes from the server.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -51,20 +52,13 @@ def own(folder: Path, cells: list[list[str]]) -> float:
 
 def shared(folder: Path, cells: list[list[str]]) -> float:
     start = time.monotonic()
-    url_file = folder / "server.url"
-    server = subprocess.Popen([*AMD, "serve", "--vllm", str(VLLM_CLI), "--model", str(MODEL_DIR), "--gpus", "0",
-                               "--serve-args", SERVE_ARGS, "--startup-timeout", "900", "--url-file", str(url_file)],
-                              env=env_for(folder, 99), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        runs = [subprocess.Popen([*AMD, "serve-run", "--server-file", str(url_file), "--startup-timeout", "900", "--",
-                                  *cell_command(folder, index, tasks)], env=env_for(folder, index),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                for index, tasks in enumerate(cells)]
-        if any(run.wait() for run in runs):
-            sys.exit("a cell failed")
-    finally:
-        server.terminate()
-        server.wait()
+    jobs = []
+    for index, tasks in enumerate(cells):  # each cell with a response cache of its own, as in `own`
+        command = ["env", f"AMD_CACHE_DIR={folder / f'cache{index}'}", *cell_command(folder, index, tasks)]
+        jobs += ["--job", str(folder / f"cell{index}.log"), shlex.join(command)]
+    subprocess.run([*AMD, "serve-batch", "--vllm", str(VLLM_CLI), "--model", str(MODEL_DIR), "--gpus", "0",
+                    "--serve-args", SERVE_ARGS, "--startup-timeout", "900", *jobs], env=env_for(folder, 99),
+                   check=True, capture_output=True)
     return time.monotonic() - start
 
 

@@ -22,7 +22,7 @@ rule build_memory:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,
     params:
-        command=lambda wildcards, output: grid.command(output[0]),
+        command=grid.command_of(grid.runs.bank_dir),
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:

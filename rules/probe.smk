@@ -22,7 +22,7 @@ rule run_student_probe:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        command=lambda wildcards, output: grid.command(output[0]),
+        command=grid.command_of(grid.runs.probe_run),
     message:
         "probe: student {wildcards.student} with {wildcards.teacher}'s {wildcards.memcfg} memory on {wildcards.benchmark}"
     shell:

@@ -18,7 +18,7 @@ for batch in grid.batches():
             "../environment.yml"
         threads: 0  # its jobs wait on their server: their number is set by serve.max_in_flight, not by --cores
         resources:
-            gpu=batch.gpus,
+            **batch.resources,
         params:
             batch=batch.arguments,
         message:

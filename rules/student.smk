@@ -20,7 +20,7 @@ rule run_student_zero_shot:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        command=lambda wildcards, output: grid.command(output[0]),
+        command=grid.command_of(grid.runs.zero_shot_run),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
@@ -49,7 +49,7 @@ rule run_student_memory:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        command=lambda wildcards, output: grid.command(output[0]),
+        command=grid.command_of(grid.runs.memory_run),
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:

@@ -20,7 +20,7 @@ rule run_teacher:
         local_llm=grid.local_llm_slots,
         llm_api=grid.api_slots,
     params:
-        command=lambda wildcards, output: grid.command(output[0]),
+        command=grid.command_of(grid.runs.teacher_run),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:

@@ -23,7 +23,7 @@ from scripted_server import ScriptedServer, echo_last_user
 
 def log(event: str, model: str) -> None:
     entry = {"event": event, "model": model, "pid": os.getpid(), "time": time.time(),
-             "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "slurm_job": os.environ.get("SLURM_JOB_ID")}
     with open(os.environ.get("STAND_IN_VLLM_LOG", os.devnull), "a") as handle:
         handle.write(json.dumps(entry) + "\n")
 

@@ -2,7 +2,7 @@
 
 The cluster is started on loopback by tests/slurm/cluster.sh; jobs call the stand-in `amd`
 (tests/slurm/fake_amd.py) and a stand-in `vllm` (tests/stand_in_vllm.py), so what is tested is the executor path:
-submission, resources (a fake h100 GPU for the served student's server, whose jobs run in the same SLURM job),
+submission, resources (a fake h100 GPU for the served student's batch: its server and jobs in one SLURM job),
 status polling and the finished outputs.
 """
 
@@ -46,9 +46,6 @@ def _small_copy_of_slurm_profile(where: Path) -> Path:
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
         resources.update({"mem_mb": 200, "runtime": 5, "cpus_per_task": 1})
-    for rule, resources in profile["set-resources"].items():  # a server's group sums its jobs' CPUs: fit 2 cores
-        if rule.endswith("_served"):
-            resources["cpus_per_task"] = 0
     profile |= {"slurm-no-account": True, "slurm-status-command": "squeue",
                 "slurm-init-seconds-before-status-checks": 1, "jobs": 4}
     path = where / "profiles/slurm_small"
@@ -67,7 +64,8 @@ def test_tiny_grid_runs_through_the_slurm_profile(cluster, tmp_path):
     (bin_dir / "amd").chmod(0o755)
     (bin_dir / "vllm").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests/stand_in_vllm.py"}" "$@"\n')
     (bin_dir / "vllm").chmod(0o755)
-    grid = {"students": {"gpu_student": {"spec": "vllm:fake/model", "serve": {"gpus": 1}}},
+    small = {"mem_mb": 200, "runtime": 5, "cpus_per_task": 1}  # the batch job's, from the config (serve.resources)
+    grid = {"students": {"gpu_student": {"spec": "vllm:fake/model", "serve": {"gpus": 1, "resources": small}}},
             "experiments": {"ablation": {"students": ["qwen05", "gpu_student"],
                                          "memory_configs": ["zero_shot", "wf_st_fn"]}}}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
@@ -89,3 +87,5 @@ def test_tiny_grid_runs_through_the_slurm_profile(cluster, tmp_path):
     assert [(server["model"], server["devices"]) for server in started] == [("fake/model", "0")], started
     served = [json.loads(line) for line in calls.read_text().splitlines() if '"served_run"' in line]
     assert len(served) == 2 and len({call["base_url"] for call in served}) == 1, served
+    # one cluster job: the server and both runs ran under the same SLURM job id
+    assert {call["slurm_job"] for call in served} == {started[0]["slurm_job"]} and started[0]["slurm_job"], served

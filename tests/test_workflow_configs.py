@@ -174,7 +174,8 @@ def test_a_spec_naming_a_server_beside_an_inherited_serve_is_refused_naming_both
 def test_serve_null_points_the_paper_grid_at_a_server_already_running():
     spec = f"{SERVER}#key=GPU_NODE_KEY"
     grid = grid_of(PAPER, {"students": {"qwen3_4b": {"spec": spec, "serve": None}}})
-    assert "serve" not in grid.agent("qwen3_4b") and grid.launch("qwen3_4b") == ""
+    assert "serve" not in grid.agent("qwen3_4b") and not any(
+        path.startswith("results/paper/bfcl/student-qwen3_4b/") for path in grid.servers.server_of)
     assert grid.agent_args("qwen3_4b") == f"--agent '{spec}'"  # the key's variable, never a key
     assert "qwen3_4b" in grid.other_agents().split("|") and "qwen3_4b" not in grid.served_agents().split("|")
     assert "qwen3_4b_t07" in grid.served_agents().split("|")  # the same model sampled: still served by its jobs
@@ -222,7 +223,8 @@ def test_the_workflow_refuses_a_bad_overlay_in_one_line_and_plans_one_that_uses_
                         "config/paper.yaml", running)
     runs = [line for line in planned.stdout.splitlines() if "amd run appworld" in line and "student-qwen3_4b" in line]
     assert len(runs) == (1 + 3 * 4) * 2 * 2 and all(f"--agent {SERVER} " in line for line in runs)
-    assert "serve-run" not in planned.stdout and "run_student_memory_served" not in planned_jobs(planned)
+    assert "serve-batch" not in planned.stdout and not [rule for rule in planned_jobs(planned)
+                                                         if rule.startswith("serve_batch_qwen3_4b_")]
 
 
 # ---- the jobs find `amd` ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from test_pipeline_workflow import make_workdir, snakemake
+from test_pipeline_workflow import job_commands, make_workdir, snakemake
 
 from amd.analysis.layout import describe_run
 from amd.analysis.reference import load_reference, paper_protocols
@@ -42,10 +42,8 @@ class Plan:
 
     def __init__(self, stdout: str):
         self.runs, self.inputs = {}, defaultdict(set)
-        for line in stdout.splitlines():
-            if not line.startswith("Shell command: "):
-                continue
-            words = shlex.split(line.removeprefix("Shell command: ").split(" > ", 1)[0])
+        for command in job_commands(stdout):
+            words = shlex.split(command)
             for at in range(len(words) - 1):
                 if words[at] == "amd" and words[at + 1] in ("run", "table", "figure"):
                     self._read(words[at + 1], words[at + 2:])

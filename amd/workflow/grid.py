@@ -39,7 +39,7 @@ from amd.workflow.config import (
     without_nulls,
 )
 from amd.workflow.named import makers, own_experiments, refusal
-from amd.workflow.servers import ServerPlan, server_agent, server_gpus
+from amd.workflow.servers import ServerPlan, batch_resources, server_agent
 
 # A cell (one student run) takes one value of each of these; the experiment lists them or `defaults` gives one. A
 # memory cell also takes one value of each setting of its method (a build option the grid varies: bank_settings).
@@ -62,7 +62,7 @@ class Batch:
     outputs: list[tuple[str, bool]]
     inputs: list[str]
     log: str
-    gpus: int
+    resources: dict
     args: str
 
     def arguments(self, _wildcards) -> str:
@@ -468,6 +468,10 @@ class Grid:
 
     # ---- jobs' commands ------------------------------------------------------------------------------------
 
+    def command_of(self, template: str):
+        """A rule's params function: the command of its job (`command`), from the rule's output template."""
+        return lambda wildcards: self.command(template.format(**dict(wildcards)))
+
     def command(self, path: str) -> str:
         """The `amd` command that makes a job's output (a run or a bank built by a writer), as its rule runs it. A
         served model is reached at `{base_url}`, which `amd serve-batch` fills in (rules/serve.smk)."""
@@ -513,7 +517,7 @@ class Grid:
         return Batch(name=server, rule=f"serve_batch_{server.replace('-', '_')}",
                      outputs=[(path, layout.job_wildcards(path)[0] == "bank") for path in paths],  # type: ignore[index]
                      inputs=inputs, log=self.own_path(f"results/logs/servers/{server}.log"),
-                     gpus=server_gpus(entry["serve"]),
+                     resources=batch_resources(entry["serve"]),
                      args=f"{args.serve_flags(entry['spec'], entry['serve'])} {cells}")
 
     def _job_inputs(self, path: str) -> list[str]:

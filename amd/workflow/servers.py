@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from amd.core.vocabulary import memory_config
 
 DEFAULT_MAX_IN_FLIGHT = 64  # requests in flight per server where `serve.max_in_flight` is not given
+# A batch job's cluster resources where `serve.resources` does not give them (profiles/slurm). Its CPUs and memory
+# are the agent's to give: Snakemake counts cpus_per_task against a local run's --cores (measured: 4 batches at once
+# at --cores 16 with cpus_per_task 4), which would cap the batches at once.
+BATCH_RESOURCES = {"runtime": 720}
 WRITER_CONCURRENCY = 4  # `amd memory build --writer-concurrency` (its default; the workflow does not set it)
+
+
+def batch_resources(serve: dict) -> dict:
+    """A batch job's Snakemake resources: its GPUs and `serve.resources` over BATCH_RESOURCES."""
+    return BATCH_RESOURCES | serve.get("resources", {}) | {"gpu": server_gpus(serve)}
 
 
 def server_gpus(serve: dict) -> int:

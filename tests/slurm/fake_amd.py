@@ -40,7 +40,8 @@ def run(args):
         base_url = args.agent.split("@", 1)[1]
         urllib.request.urlopen(f"{base_url}/models", timeout=10).read()
         with open(os.environ.get("FAKE_AMD_LOG", os.devnull), "a") as handle:
-            handle.write(json.dumps({"served_run": args.out, "base_url": base_url, "start": started}) + "\n")
+            handle.write(json.dumps({"served_run": args.out, "base_url": base_url, "start": started,
+                                     "slurm_job": os.environ.get("SLURM_JOB_ID")}) + "\n")
     if os.environ.get("FAKE_AMD_RUN_SECONDS"):
         time.sleep(float(os.environ["FAKE_AMD_RUN_SECONDS"]))
         with open(os.environ["FAKE_AMD_TIMES"], "a") as handle:
