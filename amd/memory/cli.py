@@ -10,7 +10,7 @@ from amd.core.registry import EMBEDDERS, MEMORY_METHODS
 from amd.core.text import printable
 from amd.core.vocabulary import memory_types
 from amd.memory.bank import load_bank
-from amd.memory.build import build_bank
+from amd.memory.build import build_bank, reuse_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pool_banks
 from amd.memory.writing import RULES
@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     build.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an option of the trajectories' benchmark, as given to `amd run` (e.g. where its data is)")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
+    build.add_argument("--reuse", metavar="DIR",
+                       help="a copy of this build (a release's bank): put in place of the bank just built when it is "
+                            "the same build (same manifest but for the vectors' checksums, vectors equal to float "
+                            "rounding), so runs over it keep its manifest sha256; a missing DIR is not used")
     build.set_defaults(handler=run_build)
 
     pool = commands.add_parser("pool", help="pool the banks of several teachers into one (provenance per entry)")
@@ -92,7 +96,8 @@ def run_build(args) -> int:
                           key_values(args.option), args.writer_concurrency,
                           key_values(args.benchmark_option, "--benchmark-option"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
-    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}")
+    reused = " (the released copy of this build)" if args.reuse and reuse_bank(args.out, args.reuse) else ""
+    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{reused}")
     return 0
 
 
