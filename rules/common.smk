@@ -8,7 +8,7 @@ from amd.workflow.banner import announce_start
 from amd.workflow.grid import benchmark_path, log_path, workflow_grid
 from amd.workflow.scripts import find_amd_beside_python
 
-grid = workflow_grid(config)
+grid = workflow_grid(config, workflow.configfiles)
 find_amd_beside_python()
 
 

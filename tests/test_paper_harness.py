@@ -47,7 +47,7 @@ def bfcl_bank(tmp_path_factory):
 
 def without_memory(request: dict):
     """The agreement test's scripted model, reading each user message without the memory appended to it."""
-    messages = [{**m, "content": m["content"].split(f"\n\n{SUBTASK_HEADING}")[0]} if m["role"] == "user" else m
+    messages = [{**m, "content": m["content"].split("\n\n<retrieved-memory>")[0]} if m["role"] == "user" else m
                 for m in request["messages"]]
     return policy({**request, "messages": messages})
 
@@ -145,7 +145,8 @@ def test_placement_before_puts_memory_ahead_of_the_system_prompt(bfcl_bank, tmp_
                          "--memory-option", f"placement={placement}"]) == 0
         first_of_second = json.loads((tmp_path / "after.jsonl").read_text())["n_steps"]
         after, before = (server.chat_requests()[i].body["messages"][0]["content"] for i in (0, first_of_second))
-    assert after.index(WORKFLOW_HEADING) > 0 and before.startswith(WORKFLOW_HEADING)
+    assert after.index(WORKFLOW_HEADING) > after.index("<retrieved-memory>") > 0  # memory is delimited (item 12)
+    assert before.startswith("<retrieved-memory>") and before.index(WORKFLOW_HEADING) < before.index("</retrieved")
     assert sorted(p.strip() for p in after.split("\n\n")) == sorted(p.strip() for p in before.split("\n\n"))
     record = json.loads((tmp_path / "before.jsonl").read_text().splitlines()[0])
     assert record["memory"]["placement"] == "before"

@@ -1,10 +1,14 @@
 """The authors' release's memory harness as switches (docs/findings/harnesses.md): value masking, what a subtask
 entry shows, what it is embedded by, insight length. Each switch off is amd's way, on the release's."""
 
+import json
+
 import pytest
 from test_memory_fixtures import all_records, call, file_and_message_task, record, step, write_jsonl
+from test_workflow_args import Wildcards, load_config, parse_shell
 
 from amd.agent.hooks import TaskContext
+from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.registry import create_benchmark
@@ -15,6 +19,7 @@ from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.placeholders import ValueMask, masked_arguments, trajectory_values
 from amd.memory.steps import steps_of
+from amd.workflow.grid import Grid
 
 RAW_VALUES = ("final_report.pdf", "archive_2024", "USR003", "the report is archived")
 
@@ -184,3 +189,25 @@ def test_the_bfcl_writer_is_asked_with_bfcls_prompts(bfcl):
 
     build_entries(all_records()[0], bfcl, chat, types=("workflow", "subtask"), settings=BuildSettings(prompts="benchmark"))
     assert "multi-turn function-calling task (BFCL)" in asked[0] and "multi-turn function-calling run (BFCL)" in asked[1]
+
+
+def test_the_paper_settings_bfcl_bank_holds_placeholders_where_the_release_masks(tmp_path):
+    """config/paper.yaml's BFCL bank, built with the build options the grid plans for it, on oracle runs."""
+    grid = Grid(load_config("paper.yaml"))
+    cell = next(c for c in grid.cells("main_paper") if (c["benchmark"], c["memcfg"]) == ("bfcl", "wf_st_fn"))
+    planned = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(Wildcards(cell, seed='0'))} "
+                          "--embedder hash:64 --out b")
+    tasks = ",".join(f"multi_turn_base_{n}" for n in (0, 1, 2, 3))
+    assert main(["run", "bfcl", "--agent", "oracle", "--tasks", tasks, "--out", str(tmp_path / "o.jsonl"),
+                 "--no-progress"]) == 0
+    assert main(["memory", "build", "--trajectories", str(tmp_path / "o.jsonl"), "--embedder", "hash:64",
+                 "--out", str(tmp_path / "bank"), *(f"--option={option}" for option in planned.option)]) == 0
+    bank = load_bank(tmp_path / "bank")
+    records = {r["task_id"]: r for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())}
+    for entry in bank.entries["subtask"] + bank.entries["function"]:
+        calls = [c for step in steps_of(records[entry["source_task_id"]]) for c in step.calls]
+        shown = entry["call"] if "call" in entry else "\n".join(
+            line for line in entry["code"].splitlines() if not line.startswith("# "))
+        assert not [value for value, _ in trajectory_values(calls) if value in shown], entry["id"]
+    assert any("<" in entry["call"] for entry in bank.entries["function"])
+    assert bank.manifest["types"]["subtask"]["embedded"] == "key"

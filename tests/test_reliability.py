@@ -62,18 +62,30 @@ def holder_file(out: Path) -> Path:
     return out.parent / ".locks" / f"{out.name}.lock.holder"
 
 
-def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is_taken_over(tmp_path):
-    out = tmp_path / "run.jsonl"
-    released = threading.Event()
-    answer = replay_model(ground_truth_answers(TASKS))
+def held_replies(tasks: list[str]):
+    """A model that answers `tasks` right, each reply held until `released` is set; `asked` is set by the first
+    request. Returns (respond, asked, released)."""
+    asked, released = threading.Event(), threading.Event()
+    answer = replay_model(ground_truth_answers(tasks))
 
     def held_until_released(request):
+        asked.set()
         released.wait(60)
         return answer(request)
 
-    with ScriptedServer(held_until_released) as server:
-        argv = ["run", "bfcl", "--agent", f"vllm:m@{server.url}", "--tasks", ",".join(TASKS), "--out", out,
-                "--request-timeout", "60", "--no-progress"]
+    return held_until_released, asked, released
+
+
+def model_run(server, tasks: list[str], out: Path) -> list:
+    return ["run", "bfcl", "--agent", f"vllm:m@{server.url}", "--tasks", ",".join(tasks), "--out", out,
+            "--request-timeout", "60", "--no-progress"]
+
+
+def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holders_lock_is_taken_over(tmp_path):
+    out = tmp_path / "run.jsonl"
+    respond, _, released = held_replies(TASKS)
+    with ScriptedServer(respond) as server:
+        argv = model_run(server, TASKS, out)
         first = amd_process(*argv)
         wait_for(holder_file(out), first)
         second = amd_process(*argv)  # the first holds the lock while it waits for its reply

@@ -177,11 +177,12 @@ def ending_user(ask: dict) -> dict:
 def test_query_scenario_makes_the_hidden_scenario_instruction_the_memory_query(tmp_path):
     """The authors' release keys ToolSandbox's memory by the user simulator's instruction, not the user's opening."""
     with ScriptedServer(two_roles) as server:
-        amd_run(server, tmp_path / "s.jsonl", tmp_path / "cache", ["wifi_off"], "--benchmark-option", "query=scenario")
-    record = records_of(tmp_path / "s.jsonl")["wifi_off"]
-    assert record["success"] and record["data_version"]["query"] == "scenario"
-    assert record["instruction"] and record["instruction"] != record["turns"][0]["user"]
-    assert USER_SIMULATOR_MARK not in record["instruction"]
+        amd_run(server, tmp_path / "s.jsonl", tmp_path / "cache", ["get_wifi"], "--benchmark-option", "query=scenario")
+        amd_run(server, tmp_path / "o.jsonl", tmp_path / "cache", ["get_wifi"])
+    record, opening = records_of(tmp_path / "s.jsonl")["get_wifi"], records_of(tmp_path / "o.jsonl")["get_wifi"]
+    assert record["success"] and record["data_version"]["query"] == "scenario" and "query" not in opening["data_version"]
+    assert record["instruction"] == "Check wifi status"  # the scenario's task for the simulated user, its preamble cut
+    assert opening["instruction"] == record["turns"][0]["user"] == "Is my wifi on?"
 
 
 def test_an_exception_inside_toolsandbox_is_an_observation_where_it_can_go_on(worker):
@@ -333,7 +334,7 @@ def test_the_tool_schema_passes_calls_as_json_values():
     (["colour=blue"], "has no option(s) colour"),
     (["scenarios=everything"], "scenarios='everything'"),
     (["scenarios=rapidapi"], "RAPID_API_KEY"),
-    (["user_temperature=warm"], "user_temperature='warm' is not a float"),
+    (["user_temperature=warm"], "user_temperature='warm' is not a finite float"),
     (["query=hidden"], "query='hidden'; known: opening, scenario"),
 ])
 def test_bad_options_fail_in_one_line(options, fragment, monkeypatch, tmp_path, capsys):

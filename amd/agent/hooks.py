@@ -2,11 +2,14 @@
 The loop never imports a memory method: what a method needs from the student (a decomposition into subtasks,
 keywords) it asks through `TaskContext.student`, with its own prompts."""
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amd.benchmarks.base import Benchmark
+from amd.core.prompts import load_prompt
+from amd.core.text import without_controls
 from amd.core.trajectory import InjectionRecord, MemoryQuery, TrajectoryRecord
 
 if TYPE_CHECKING:  # amd.llm's package imports the openai SDK
@@ -52,6 +55,18 @@ class Injection:
     # previous turn's, instead of after the user message (the release's BFCL `system_replace`).
     first: bool = False
     in_system: bool = False
+
+
+_DELIMITER = re.compile(r"</?\s*retrieved-memory\s*>", re.IGNORECASE)  # prompts/memory_wrapper.md's tags
+
+
+def as_retrieved_memory(text: str) -> str:
+    """Memory as the student sees it: delimited and labelled as retrieved examples, data and never instructions
+    (prompts/memory_wrapper.md), its control characters dropped and the delimiter taken out of it, so that text a
+    tool once returned cannot close the block early. "" (nothing injected) stays ""."""
+    if not text:
+        return ""
+    return load_prompt("memory_wrapper").format(memory=_DELIMITER.sub("", without_controls(text))).strip()
 
 
 @dataclass

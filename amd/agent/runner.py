@@ -13,6 +13,7 @@ the same run (benchmark, agent and memory setting) as they are, so none of their
 """
 
 import hashlib
+import json
 import logging
 import threading
 import traceback
@@ -27,16 +28,10 @@ from amd.agent.hooks import MemoryHooks, RunContext, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL, atomic_file, whole_lines
-from amd.core.schema import (
-    append_durably,
-    drop_truncated_tail,
-    parse_line,
-    read_run,
-    rewrite_sorted,
-    write_expected_tasks,
-)
+from amd.core.schema import RunFile, drop_truncated_tail, parse_line, read_run, write_expected_tasks
 from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 from amd.llm.base import ModelUnreachable
@@ -81,6 +76,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         log.info("resuming %s: %d of %d tasks already finished", out_path, summary.skipped, len(task_ids))
     header = {"schema": SCHEMA_NAME, "benchmark": spec.benchmark.name,
               "data_version": spec.benchmark.data_version(), "agent": spec.agent_info, "memory": spec.memory_info}
+    groups = exclusion_groups(spec.benchmark)  # a task's group in its record: the leakage protocols' unit
     write_lock = threading.Lock()
     shown = Progress(len(task_ids), summary.skipped, show=progress, every_s=progress_every_s)
 
@@ -90,7 +86,8 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
             agent = spec.make_agent(episode)
             chat = agent.student_chat()
             student = CountedChat(chat) if chat else None
-            task = TaskContext(task_id, spec.benchmark.task_group(task_id), episode.instruction, student,
+            group = groups.group(task_id, spec.benchmark.task_group(task_id))
+            task = TaskContext(task_id, group, episode.instruction, student,
                                spec.agent_info.get("params", {}).get("seed"), episode.known_turns(),
                                [tool["function"]["name"] for tool in episode.tools])
             record: dict[str, Any] = {**header, **run_episode(agent, episode, spec.limits, task, spec.memory,
@@ -102,7 +99,7 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         if spec.memory is not None:
             spec.memory.episode_end(task, record)
         with write_lock:
-            append_durably(out_path, record)
+            run_file.append(record)
 
     in_order = spec.memory is not None and spec.memory.one_task_at_a_time
     if in_order and concurrency > 1:
@@ -111,9 +108,15 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
         concurrency = 1
     if spec.memory is not None:
         spec.memory.run_start(RunContext(spec.benchmark, Path(out_path), list(task_ids), finished_records))
+    run_file = RunFile(out_path)
     try:
         _run_queue(run_one, todo, concurrency, summary, shown, stop_at_crash=in_order)
+        if summary.crashed:
+            run_file.keep()  # removed or replaced after the last append: rewritten from what this run holds
+        else:
+            _rewrite_in_task_order(run_file, task_ids)
     finally:
+        run_file.close()
         shown.close()
         if spec.memory is not None:
             spec.memory.run_end()
@@ -125,8 +128,6 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
     if summary.unreachable is not None:
         raise AmdError(f"{summary.unreachable}; the run stopped, keeping the {summary.skipped + summary.finished} "
                        f"of {len(task_ids)} tasks with a verdict: rerun when it answers to finish the rest")
-    if not summary.crashed:
-        _rewrite_in_task_order(out_path, task_ids)
     return summary
 
 
@@ -256,12 +257,11 @@ def _same_setting(key: str, stored: Any, asked: dict[str, Any]) -> bool:
     return same_setting(stored, asked, method.record_defaults if method else {})
 
 
-def _rewrite_in_task_order(out_path, task_ids: list[str]) -> None:
-    """Each record was validated once, when appended or when read on resume; the rewrite only reorders lines."""
-    if not Path(out_path).exists():
-        return
+def _rewrite_in_task_order(run_file: RunFile, task_ids: list[str]) -> None:
+    """The lines this run holds, in task order, in one rename. Each record was validated once, when appended or when
+    read on resume; the rewrite only reorders lines."""
     order = {task_id: index for index, task_id in enumerate(task_ids)}
-    rewrite_sorted(out_path, lambda record: order.get(record["task_id"], len(order)))
+    run_file.rewrite(sorted(run_file.lines, key=lambda line: order.get(json.loads(line)["task_id"], len(order))))
 
 
 def probe_tasks(task_ids: list[str], size: int, seed: int) -> list[str]:

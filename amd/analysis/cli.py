@@ -1,5 +1,6 @@
-"""`amd table NAME --runs F... --out X.csv X.md`, `amd figure NAME --runs F... --out X.pdf` and
-`amd view RUN.jsonl [--against OTHER.jsonl] [--bank BANK] --out RUN.html` (amd.analysis.viewer)."""
+"""`amd table NAME --runs F... --out X.csv X.md`, `amd figure NAME --runs F... --out X.pdf`,
+`amd view RUN.jsonl [--against OTHER.jsonl] [--bank BANK] --out RUN.html` (amd.analysis.viewer) and
+`amd groups BENCHMARK [--audit RUN...] [--json OUT]` (amd.analysis.groups)."""
 
 from amd.core.errors import AmdError
 from amd.core.vocabulary import output_names
@@ -27,6 +28,16 @@ def register(subparsers) -> None:
     view.add_argument("--bank", help="the memory bank the run read: each injected entry's text is shown too")
     view.add_argument("--out", required=True, help="HTML path")
     view.set_defaults(handler=make_view)
+
+    groups = subparsers.add_parser("groups", help="the exclusion groups that join duplicate tasks of a benchmark, and "
+                                                  "the self-exclusion audit of memory runs")
+    groups.add_argument("benchmark")
+    groups.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="the benchmark's own options, as for amd run")
+    groups.add_argument("--audit", nargs="+", default=[], metavar="RUN",
+                        help="memory runs: count injections from the task itself, its task group, a duplicate")
+    groups.add_argument("--json", help="also write the groups as JSON here")
+    groups.set_defaults(handler=show_groups)
 
 
 def make_table(args) -> int:
@@ -56,4 +67,26 @@ def make_view(args) -> int:
         raise AmdError(f"--out wants an .html path, got {args.out}")
     page = write_view(args.run, args.out, against_path=args.against, bank_dir=args.bank)
     print(f"amd view: {len(page['tasks'])} tasks -> {args.out}")
+    return 0
+
+
+def show_groups(args) -> int:
+    import contextlib
+
+    from amd.analysis.groups import audit, audit_line, summary, summary_lines, write_json
+    from amd.benchmarks.duplicates import exclusion_groups
+    from amd.core.registry import create_benchmark
+    from amd.core.schema import read_run
+    from amd.memory.cli import key_values
+
+    options = key_values(args.benchmark_option, "--benchmark-option")
+    with contextlib.closing(create_benchmark(args.benchmark, **options)) as benchmark:
+        found = exclusion_groups(benchmark)
+    described = summary(args.benchmark, found)
+    print("\n".join(summary_lines(described)))
+    for path in args.audit:
+        records = read_run(path)
+        print(audit_line(path, records, audit(records, found)))
+    if args.json:
+        write_json(args.json, described)
     return 0

@@ -83,6 +83,16 @@ def _groups(suite_name: str) -> dict[str, str]:
     return {f"{suite_name}{SEPARATOR}{task_id}": f"{suite_name}{SEPARATOR}{find(task_id)}" for task_id in tasks}
 
 
+@functools.cache
+def _ground_truth_calls(suite_name: str, task_name: str) -> str | None:
+    """A user task's ground-truth calls as canonical strings, one a line (None for a task without calls)."""
+    suite = _suites()[suite_name]
+    task = suite.user_tasks[task_name]
+    environment = task.init_environment(suite.load_and_inject_default_environment({}))
+    calls = task.ground_truth(environment)
+    return "\n".join(canonical_call(call.function, dict(sorted(call.args.items()))) for call in calls) or None
+
+
 def _combined_parts(task) -> list[str]:
     """The ids of the tasks a combined task is made of: the package's TaskCombinator builds it as a class whose
     ground_truth closes over its two parts."""
@@ -173,6 +183,13 @@ class AgentDojo(Benchmark):
     def task_group(self, task_id: str) -> str:
         suite, task, _ = locate(task_id)
         return _groups(suite.name)[f"{suite.name}{SEPARATOR}{task.ID}"]
+
+    def task_signature(self, task_id: str) -> base.TaskSignature:
+        """The user task's ground-truth calls (function and arguments, as the package's ground_truth gives them on
+        the suite's default environment) and its prompt; a pair is its user task's. AgentDojo's checks are code that
+        reads each task's own constants, so they are not compared."""
+        suite, task, _ = locate(task_id)
+        return base.TaskSignature(calls=_ground_truth_calls(suite.name, task.ID), instruction=task.PROMPT)
 
     def data_version(self) -> dict:
         return {"package": f"{PACKAGE}=={importlib.metadata.version(PACKAGE)}", "sha256": _package_sha256(),

@@ -39,6 +39,7 @@ from amd.benchmarks.base import (
     FunctionInfo,
     Proposal,
     StepOutcome,
+    TaskSignature,
     Verdict,
 )
 from amd.benchmarks.processes import ProcessPool, require_confined_files
@@ -73,6 +74,15 @@ class AppWorld(Benchmark):
     def task_group(self, task_id: str) -> str:
         """AppWorld's scenario (its generator id): tasks xxxxxxx_1/2/3 are variants of one scenario."""
         return self._known(task_id).split("_")[0]
+
+    def task_signature(self, task_id: str) -> TaskSignature:
+        """The ground-truth solution's code read with `ast` (layout, comments and docstrings left out) and the task's
+        instruction, as files of AppWorld's data; a task without a solution file has no calls."""
+        task = self.data / "tasks" / self._known(task_id)
+        solution = task / "ground_truth" / "compiled_solution.py"
+        instruction = json.loads((task / "specs.json").read_text()).get("instruction")
+        return TaskSignature(calls=normalised_code(solution.read_text()) if solution.exists() else None,
+                             instruction=instruction)
 
     def data_version(self) -> dict:
         harness = self.harness.describe()
@@ -280,6 +290,19 @@ def _leaves_early(body: list[ast.stmt]) -> bool:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             pending.extend(ast.iter_child_nodes(node))
     return False
+
+
+def normalised_code(source: str) -> str | None:
+    """Code as `ast` reads it, docstrings dropped (None where it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]  # a node with a statement list
+    return ast.unparse(tree)
 
 
 def _is_docstring(node: ast.stmt) -> bool:

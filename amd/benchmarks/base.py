@@ -93,6 +93,18 @@ def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool
 
 
 @dataclass(frozen=True)
+class TaskSignature:
+    """What duplicate detection (amd.benchmarks.duplicates) compares between two tasks. Equal `calls` (the task's
+    normalised ground-truth calls) or equal `checks` (its normalised success checks) make two tasks duplicates, and
+    so does a near-identical `instruction` (its whole request, every user turn). None: the benchmark does not know
+    it for this task."""
+
+    calls: str | None = None
+    checks: str | None = None
+    instruction: str | None = None
+
+
+@dataclass(frozen=True)
 class FunctionInfo:
     """What a benchmark knows of one of its functions (memory building)."""
 
@@ -158,7 +170,7 @@ class Episode(Protocol):
 
 class Benchmark(Protocol):
     """A set of tasks and how to play them. Required: `name`, `task_ids`, `data_version`, `start`; the rest has
-    defaults here: every task is its own group, a dotted call name `app.function` names its app, re-scoring is not
+    defaults here: every task is its own group, no task signature (so no duplicates found), a dotted call name `app.function` names its app, re-scoring is not
     offered, any machine can run it and there is nothing to stop. Subclass it to inherit the defaults. A benchmark
     is created with its options as keyword arguments (`amd run --benchmark-option KEY=VALUE`, text values)."""
 
@@ -178,8 +190,14 @@ class Benchmark(Protocol):
         ...
 
     def task_group(self, task_id: str) -> str:
-        """The scenario a task is a variant of; the leakage protocols exclude and split whole groups."""
+        """The scenario a task is a variant of. The leakage protocols exclude and split whole exclusion groups: these
+        scenarios, joined where tasks are duplicates by their `task_signature`s (amd.benchmarks.duplicates)."""
         return task_id
+
+    def task_signature(self, task_id: str) -> TaskSignature:
+        """The task's normalised ground truth and instruction, for duplicate detection. The default knows neither:
+        then only the benchmark's own task groups are kept together."""
+        return TaskSignature()
 
     def function_info(self, name: str) -> FunctionInfo:
         """App, tool doc and label of a function the agent called (memory building)."""

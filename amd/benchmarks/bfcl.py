@@ -100,6 +100,21 @@ def _groups_by_first_turn(entries: dict) -> dict:
     return {task_id: first_of[_first_turn(entry)] for task_id, entry in entries.items()}
 
 
+def _normalised_calls(turns: list[list[str]], functions: dict[str, tuple[str, dict]]) -> str:
+    """Ground-truth calls, one turn a line: each as canonical_call with its arguments in name order (as written
+    where it does not parse)."""
+    docs = {name: doc for name, (_, doc) in functions.items()}
+
+    def one(source: str) -> str:
+        try:
+            name, arguments = parse_call(source, docs)
+        except CallRejected:
+            return "".join(source.split())
+        return canonical_call(name, dict(sorted(arguments.items())))
+
+    return "\n".join("; ".join(one(source) for source in turn) for turn in turns)
+
+
 def _task_number(task_id: str) -> int:
     return int(task_id.rsplit("_", 1)[1])
 
@@ -120,6 +135,14 @@ class BfclMultiTurn(Benchmark):
 
     def task_group(self, task_id: str) -> str:
         return self._data.groups[self._entry(task_id)["id"]]
+
+    def task_signature(self, task_id: str) -> base.TaskSignature:
+        """The ground-truth calls of every turn (each read against its tool doc, arguments by name, in name order)
+        and every user turn's text."""
+        entry = self._entry(task_id)
+        turns = ["\n\n".join(message["content"] for message in turn) for turn in entry["question"]]
+        return base.TaskSignature(calls=_normalised_calls(self._data.ground_truth[task_id], _functions()),
+                                  instruction="\n\n".join(turns))
 
     def data_version(self) -> dict:
         """The data's version; a run of bfcl-eval's own loop says so (`harness`), the default's records are as

@@ -47,6 +47,7 @@ from amd.benchmarks.parsing import parse_reply
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.prompts import load_prompt
+from amd.core.spec import finite_float
 from amd.core.trajectory import UserCalls
 
 WORKER = Path(__file__).with_name("toolsandbox_worker.py")
@@ -83,7 +84,7 @@ class ToolSandbox(Benchmark):
             raise AmdError(f"benchmark toolsandbox: query={query!r}; known: {', '.join(QUERIES)}")
         self.scenario_set, self.query = scenarios, query
         self.user_spec = user_model
-        self.user_params = {"temperature": _optional(user_temperature, float, "user_temperature"),
+        self.user_params = {"temperature": _optional(user_temperature, finite_float, "user_temperature"),
                             "max_tokens": _optional(user_max_tokens, int, "user_max_tokens")}
         self._workers = ProcessPool(functools.partial(Worker, *_worker_setup(scenarios)))
         self._lock = threading.Lock()
@@ -99,6 +100,12 @@ class ToolSandbox(Benchmark):
 
     def task_group(self, task_id: str) -> str:
         return scenario_group(task_id)
+
+    def task_signature(self, task_id: str) -> base.TaskSignature:
+        """The scenario's milestones and minefields (ToolSandbox's checks) and the user simulator's instruction, as
+        the worker reads them (toolsandbox_worker.signature)."""
+        found = self._ask("signatures")["signatures"].get(task_id, {})
+        return base.TaskSignature(checks=found.get("checks"), instruction=found.get("instruction"))
 
     def data_version(self) -> dict:
         query = {"query": self.query} if self.query != QUERIES[0] else {}  # the default's runs read as before
@@ -370,7 +377,8 @@ def _optional(value, kind, option: str):
     try:
         return kind(value)
     except ValueError:
-        raise AmdError(f"benchmark toolsandbox: {option}={value!r} is not a {kind.__name__} or none") from None
+        what = "a finite float" if kind is finite_float else f"an {kind.__name__}"
+        raise AmdError(f"benchmark toolsandbox: {option}={value!r} is not {what} or none") from None
 
 
 def _optional_may_be_null(schema: dict) -> dict:

@@ -10,6 +10,7 @@ user model's reply. ToolSandbox's own milestone/minefield evaluation gives the v
 One JSON object per line on stdin/stdout. Requests:
   {"op": "hello"}                          → {"version": {...}, "tools": {name: {"app", "doc"}}}
   {"op": "list"}                           → {"scenarios": {"offline": [...], "rapidapi": [...]}} (base scenarios)
+  {"op": "signatures"}                     → {"signatures": {NAME: {"checks", "instruction"}}} (base scenarios)
   {"op": "start", "scenario": NAME}        → the first event
   {"op": "reply", "text": ...}             → the next event (the agent answered the user)
   {"op": "calls", "calls": [{"id", "name", "arguments"}]}   → the next event (the agent called tools)
@@ -62,6 +63,32 @@ def _module_name(tool: object) -> str:
     """The dotted name of the module that defines a tool."""
     module = getmodule(tool)
     return module.__name__ if module is not None else ""
+
+
+def signature(scenario: Any) -> dict:
+    """What duplicate detection compares (amd.benchmarks.duplicates): the scenario's milestones and minefields (each
+    snapshot constraint's database, similarity function, reference milestone and target rows, and the DAG's edges)
+    as one JSON text, and the user simulator's instruction (the system message to the user, ToolSandbox's common
+    preamble left out: the last such message, the ones before it are the few-shot examples)."""
+    from tool_sandbox.scenarios.user_simulator_few_shot_examples import USER_INSTRUCTION
+
+    def matcher(found: Any) -> dict:
+        milestones = [[{"database": constraint.database_namespace.name,
+                        "similarity": getattr(constraint.snapshot_constraint, "__name__", ""),
+                        "reference": constraint.reference_milestone_node_index,
+                        "target": None if constraint.target_dataframe is None
+                        else constraint.target_dataframe.to_dicts()}
+                       for constraint in milestone.snapshot_constraints] for milestone in found.milestones]
+        return {"milestones": milestones, "edges": sorted(map(list, found.milestone_dag.edges))}
+
+    evaluation = scenario.evaluation
+    checks = json.dumps({"milestones": matcher(evaluation.milestone_matcher),
+                         "minefields": matcher(evaluation.minefield_matcher)}, sort_keys=True, default=str)
+    messages = scenario.starting_context.get_database(DatabaseNamespace.SANDBOX, get_all_history_snapshots=True)
+    told = [row["content"] for row in messages.to_dicts()
+            if row["sender"] == RoleType.SYSTEM and row["recipient"] == RoleType.USER]
+    instruction = told[-1].removeprefix(USER_INSTRUCTION).strip() if told else None  # before it: few-shot examples
+    return {"checks": checks, "instruction": instruction}
 
 
 class StopPlay(Exception):
@@ -211,6 +238,8 @@ class Worker:
             return {"version": self.version(), "tools": self.catalog()}
         if op == "list":
             return {"scenarios": self.base_scenarios()}
+        if op == "signatures":
+            return {"signatures": {name: signature(scenario) for name, scenario in self.load_scenarios().items()}}
         if op == "start":
             return self.play(request["scenario"])
         if op == "score":

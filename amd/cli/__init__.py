@@ -16,10 +16,13 @@ import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
+from pathlib import Path
 
 from amd.core.errors import AmdError
-from amd.core.files import DISK_FULL, sole_writer
+from amd.core.files import DISK_FULL, log_kept, sole_writer
 from amd.core.text import printable
 
 
@@ -32,6 +35,39 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
+        with _sigterm_as_interrupt(), log_kept():
+            return _main(args)
+    except Terminated:
+        print("amd: terminated (SIGTERM); finished tasks are kept, rerun the same command to resume", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Snakemake, SLURM and `kill` send), met as SIGINT is: in-flight tasks end, locks are released."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args) -> int:
+    try:
+        check_outputs(args)
         with contextlib.ExitStack() as held:
             for output in outputs(args):
                 held.enter_context(sole_writer(output, command_name(args)))
@@ -48,9 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"amd: error: {exc.filename or 'an output'}: {exc.strerror}; what was written before is kept: free "
               "space and rerun the same command", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
-        return 130
 
 
 class PrintableFormatter(logging.Formatter):
@@ -63,8 +96,46 @@ class PrintableFormatter(logging.Formatter):
 def outputs(args) -> list[str]:
     """What a command writes, each held by one writer at a time: its --out (one path, or several), and score's
     --json."""
-    named = [getattr(args, "out", None), getattr(args, "json", None)]
+    return _paths(args, ("out", "json"))
+
+
+INPUTS = ("files", "trajectories", "banks", "runs", "run", "against", "bank", "memory", "configfile")
+
+
+def inputs(args) -> list[str]:
+    """What a command reads: run files, trajectories, banks, config files (whichever of these flags it has)."""
+    return _paths(args, INPUTS)
+
+
+def _paths(args, names) -> list[str]:
+    named = [getattr(args, name, None) for name in names]
     return sorted({path for value in named if value for path in ([value] if isinstance(value, str) else value)})
+
+
+def check_outputs(args) -> None:
+    """Refuse, before anything is locked or written, an output that is one of the command's inputs, holds one or
+    lies inside one (links resolved), and an output the command may not write there: a file output that is a
+    folder, or what `check_output` (set by a command that writes folders) refuses."""
+    read = {Path(os.path.realpath(path)): path for path in inputs(args)}
+    for output in outputs(args):
+        real = Path(os.path.realpath(output))
+        for path, given in read.items():
+            if real == path or path.is_relative_to(real) or real.is_relative_to(path):
+                how = "is" if real == path else "holds" if path.is_relative_to(real) else "lies inside"
+                raise AmdError(f"output {output!r} {how} the input {given!r} of the same command: writing it would "
+                               "destroy what is read; choose another output")
+        getattr(args, "check_output", _file_output)(output)
+
+
+def _file_output(output: str) -> None:
+    from amd.memory.bank import is_bank
+
+    if Path(output).is_dir() or not output.strip():
+        raise AmdError(f"output {output!r} is a folder, not a file: name the file to write")
+    folder = Path(os.path.realpath(output)).parent
+    if is_bank(folder):
+        raise AmdError(f"output {output!r} lies inside the memory bank {str(folder)!r}, whose files its manifest "
+                       "checks (and a rebuild replaces whole): write it elsewhere")
 
 
 def command_name(args) -> str:

@@ -10,8 +10,10 @@ from pathlib import Path
 from amd.agent.loop import Limits
 from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
+from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
+from amd.core.spec import finite_float
 from amd.core.text import printable
 from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
@@ -63,7 +65,7 @@ def add_run_arguments(run) -> None:
     run.add_argument("--concurrency", type=int, default=1, help="tasks in flight at once (default 1)")
     run.add_argument("--max-steps-per-turn", type=int, default=20)
     run.add_argument("--max-steps", type=int, default=40)
-    run.add_argument("--temperature", type=_temperature, default=0.0,
+    run.add_argument("--temperature", type=temperature, default=0.0,
                      help="sampling temperature, or 'none' to leave it out (models that refuse it, e.g. GPT-5)")
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--prompting", choices=PROMPTING, default="amd",
@@ -74,7 +76,7 @@ def add_run_arguments(run) -> None:
     run.add_argument("--think", choices=("on", "off"), default="off",
                      help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    run.add_argument("--request-timeout", type=finite_float, default=600.0, help="seconds per model request")
     run.add_argument("--max-retries", type=int, default=6,
                      help="retries per model reply (408, 409, 429, 5xx, timeouts, dropped connections, malformed "
                           "bodies), with the openai SDK's backoff")
@@ -101,8 +103,8 @@ def add_run_arguments(run) -> None:
 
 
 
-def _temperature(text: str) -> float | None:
-    return None if text.lower() in ("none", "null") else float(text)
+def temperature(text: str) -> float | None:
+    return None if text.lower() in ("none", "null") else finite_float(text)
 
 
 def parse_per_type(text: str | None, flag: str, cast) -> dict:
@@ -125,6 +127,16 @@ def parse_per_type(text: str | None, flag: str, cast) -> dict:
     return values
 
 
+def similarities(text: str | None) -> dict:
+    """--delta's minimum similarity per memory type: cosines, from -1 to 1 (NaN is refused, never a threshold that
+    no entry passes)."""
+    delta = parse_per_type(text, "--delta", float)
+    for name, value in delta.items():
+        if not -1 <= value <= 1:
+            raise AmdError(f"--delta: {name}={value} is not a cosine similarity, a number from -1 to 1")
+    return delta
+
+
 def run_from_args(args, choose=None) -> int:
     """`amd run`; `choose(task_ids)`, where given, narrows the tasks once every other selection is made (amd probe)."""
     _check_positive(args)
@@ -139,13 +151,13 @@ def run_from_args(args, choose=None) -> int:
 
 def _run(args, benchmark, choose=None) -> int:
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
-    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int),
-                                  parse_per_type(args.delta, "--delta", float))
+    groups = exclusion_groups(benchmark).groups  # the runner records them too (amd.benchmarks.duplicates)
+    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int), similarities(args.delta), groups)
     if args.protocol in CROSS_SPLITS and memory is not None:
         from amd.memory.protocols import eval_task_ids
 
         # The split is over the bank's own tasks (or their groups), the same ones the hooks split, so the two agree.
-        eval_side = set(eval_task_ids(args.memory, args.protocol, args.split_seed))
+        eval_side = set(eval_task_ids(args.memory, args.protocol, args.split_seed, groups))
         task_ids = [task_id for task_id in task_ids if task_id in eval_side]
         log.info("%s (seed %d): %d tasks on the evaluation side", args.protocol, args.split_seed, len(task_ids))
     if choose is not None:
@@ -185,7 +197,7 @@ def _check_positive(args) -> None:
             raise AmdError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
 
 
-def _memory(args, k: dict, delta: dict):
+def _memory(args, k: dict, delta: dict, task_groups: dict[str, str]):
     if args.memory_config == ZERO_SHOT:
         if args.memory or args.memory_option:
             raise AmdError(f"--memory-config {ZERO_SHOT} takes no --memory bank and no memory option "
@@ -198,7 +210,7 @@ def _memory(args, k: dict, delta: dict):
 
     options = key_values(args.memory_option, "--memory-option")
     hooks = open_memory(args.memory, args.memory_config, protocol=args.protocol, k=k, delta=delta,
-                        split_seed=args.split_seed, options=options)
+                        split_seed=args.split_seed, options=options, task_groups=task_groups)
     assert hooks is not None  # None only for zero_shot, handled above
     return hooks, hooks.describe()
 

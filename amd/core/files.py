@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import tempfile
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def write_gzip(path, data: bytes) -> None:
 def atomic_file(path, mode: str = "w", durable: bool = True):
     """Write `path` through a temporary file in the same folder, renamed into place on success (fsynced first when
     `durable`; a cache that can be rebuilt skips that); on any error the temporary file is removed and `path` is
-    left as it was."""
-    path = Path(path)
+    left as it was. A symbolic link is written through: its target is replaced, the link kept."""
+    path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
@@ -75,30 +76,76 @@ def sole_writer(path, command: str):
 
     The lock is an flock (filelock) on the output's lock file (lock_file), so the kernel releases it when its holder
     ends, however it ends: a stale lock of a dead process is simply free. The holder names itself (pid, host,
-    command, start time) in the lock file's `.holder` twin, read only to explain a refusal."""
+    command, start time) in the lock file's `.holder` twin, read only to explain a refusal. The lock is that of the
+    path links resolve to, so a link to an output is the same output."""
     path = Path(path)
-    lock_path = lock_file(path)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = lock_file(Path(os.path.realpath(path)))
     lock = FileLock(lock_path, timeout=0)
     holder = lock_path.with_name(lock_path.name + ".holder")
     try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except Timeout:
         raise AmdError(f"{path} is being written by another process ({_describe_holder(holder)}); wait for it to "
                        "end or stop it: two writers of one output would duplicate or mix its contents") from None
+    except OSError as error:  # the lock's path is a folder, or not writable
+        raise AmdError(f"{path}: cannot take its one-writer lock {error.filename or lock_path}: {error.strerror}; "
+                       "remove what is in the way or write elsewhere") from None
     except NotImplementedError:  # a file system without flock (some network mounts)
         log.warning("%s: its file system cannot lock files, so nothing stops a second writer of it: run one command "
                     "per output", path)
         yield
         return
     try:
+        _name_holder(holder, command)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            holder.unlink(missing_ok=True)
+        lock.release()
+
+
+def _name_holder(holder: Path, command: str) -> None:
+    """Who holds the lock, for a refused second writer to read; a holder that cannot be named only warns."""
+    try:
         with atomic_file(holder, durable=False) as handle:
             json.dump({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
                        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}, handle)
+    except OSError as error:
+        log.warning("%s: cannot name this process as the lock's holder (%s); a second writer is still refused",
+                    holder, error.strerror)
+
+
+@contextlib.contextmanager
+def log_kept():
+    """While the body runs, a second name for this process's log when its stderr is a file (a workflow job's log):
+    LOG.PID. Snakemake removes a job's log when it starts the job, so a second job started on the same output (a
+    second workflow with --nolock) would take this one's lines with it; under the second name they stay. The
+    second name is removed at the end unless the log's path no longer holds this log (then it is the evidence)."""
+    try:
+        held = os.fstat(2)
+        path = os.readlink("/proc/self/fd/2")  # Linux; elsewhere nothing is kept
+        kept = f"{path}.{os.getpid()}"
+        if not stat.S_ISREG(held.st_mode) or not _same_file(path, held):
+            raise FileNotFoundError(path)
+        os.link(path, kept)
+    except OSError:
+        yield
+        return
+    try:
         yield
     finally:
-        holder.unlink(missing_ok=True)
-        lock.release()
+        if _same_file(path, held) or not _same_file(kept, held):
+            with contextlib.suppress(OSError):
+                os.unlink(kept)
+
+
+def _same_file(path: str, held: os.stat_result) -> bool:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
 
 
 def lock_file(path: Path) -> Path:

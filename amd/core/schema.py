@@ -5,6 +5,7 @@ methods add to it (their specs' `record_fields`); this module reads, validates a
 """
 
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from amd.core.files import atomic_file
 from amd.core.trajectory import TrajectoryRecord, upgrade
 
 RecordT = TypeVar("RecordT", bound=Mapping[str, Any])
+log = logging.getLogger("amd")
 
 
 @lru_cache(maxsize=1)
@@ -104,20 +106,62 @@ def _run_name(run: list) -> str:
     return f"{benchmark}, agent {agent['spec']}, memory {memory.get('config')}"
 
 
-def append_durably(path, record: Mapping[str, Any]) -> None:
-    """Append one validated record and make it durable before returning. A write that fails part way (a full disk)
-    is cut back off, so the file keeps only whole lines."""
-    validate(record)
-    line = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-    with open(path, "ab", buffering=0) as handle:
-        size = handle.seek(0, os.SEEK_END)
+class RunFile:
+    """A run file one process appends records to, holding every line of it, so that records cannot be lost without a
+    word: each append checks that the path is still the file this process writes (the same file, the size it left),
+    and where it was removed, replaced or cut (another process: a second workflow started with --nolock removes a
+    failed job's outputs) rewrites it whole from what it holds, with a warning. Appends are durable (flush + fsync
+    per record); a write that fails part way (a full disk) is cut back off, so the file keeps only whole lines.
+    Lines are held as written or read (validated then), never re-encoded."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._handle = open(self.path, "ab+", buffering=0)  # noqa: SIM115 (held for the run, until close)
+        self._handle.seek(0)
+        self.lines: list[bytes] = [line for line in self._handle.read().splitlines(keepends=True) if line.strip()]
+        self._size = self._handle.tell()
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        validate(record)
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        self.keep()
         try:
-            while line:
-                line = line[handle.write(line):]
-            os.fsync(handle.fileno())
+            rest = memoryview(line)
+            while rest:
+                rest = rest[self._handle.write(rest):]
+            os.fsync(self._handle.fileno())
         except OSError:
-            handle.truncate(size)
+            self._handle.truncate(self._size)
             raise
+        self.lines.append(line)
+        self._size += len(line)
+
+    def keep(self) -> None:
+        """Rewrite the file from the lines held if the path is no longer the file this process wrote."""
+        if self._intact():
+            return
+        log.warning("%s was removed, replaced or cut while this run wrote it (by another process); rewrote it from "
+                    "the %d records this run holds", self.path, len(self.lines))
+        self.rewrite(self.lines)
+
+    def rewrite(self, lines: list[bytes]) -> None:
+        """Replace the file with `lines` in one rename, so readers never see a half-written file."""
+        with atomic_file(self.path, "wb") as handle:
+            handle.writelines(lines)
+        self._handle.close()
+        self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held for the run, until close)
+        self.lines, self._size = list(lines), sum(map(len, lines))
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def _intact(self) -> bool:
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self._handle.fileno())
+        return (found.st_dev, found.st_ino, found.st_size) == (held.st_dev, held.st_ino, self._size)
 
 
 def drop_truncated_tail(path) -> int:
@@ -150,17 +194,6 @@ def _last_line_start(handle, end: int, block: int = 1 << 16) -> int:
             return start + newline + 1
         position = start
     return 0
-
-
-def rewrite_sorted(path, sort_key) -> None:
-    """Reorder the lines of a run file by `sort_key(record)` and replace it in one rename, so readers never see a
-    half-written file. Every line must have been validated already (written by `append_durably`, or read by
-    `read_trajectories`): lines are moved as they are, not validated or re-encoded."""
-    path = Path(path)
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    lines.sort(key=lambda line: sort_key(json.loads(line)))
-    with atomic_file(path) as handle:
-        handle.writelines(line + "\n" for line in lines)
 
 
 def expected_tasks_path(path) -> Path:

@@ -113,12 +113,19 @@ def _int(value: object) -> int | None:
     return int(text) if text.lstrip("+-").isdigit() else None
 
 
+def finite_float(value: Any) -> float:
+    """float(value), refusing NaN and the infinities with a ValueError: every bound check passes NaN."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
 def _number(value: object) -> float | None:
     try:
-        number = float(value)  # type: ignore[arg-type]  # any value: text or a number
+        return finite_float(value)
     except (TypeError, ValueError):
         return None
-    return None if math.isnan(number) else number
 
 
 _PARSERS: dict[str, Callable[[object], OptionValue | None]] = {"bool": _bool, "int": _int, "number": _number,

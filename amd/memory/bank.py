@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,8 +44,31 @@ class BankContents:
     manifest: dict = field(default_factory=dict)
 
 
+def is_bank(folder) -> bool:
+    """Whether `folder` is a memory bank: it holds a bank's manifest (any version of the bank schema)."""
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return str(_schema(manifest)).startswith(BANK_SCHEMA.split("/")[0] + "/")
+
+
+def check_bank_out(out_dir) -> None:
+    """Refuse, in one line, a bank's --out that is not a bank's to replace: writing a bank replaces its folder whole,
+    so it goes only where nothing is, or over a bank (a folder with a bank's manifest), never over the current
+    folder."""
+    real = Path(os.path.realpath(out_dir))
+    if Path.cwd().is_relative_to(real):
+        raise AmdError(f"--out {str(out_dir)!r} is the current folder or holds it; a bank is written as a folder of "
+                       "its own: name a new one")
+    if real.exists() and not is_bank(real):
+        raise AmdError(f"--out {out_dir}: exists and is not a memory bank (no bank manifest.json); writing a bank "
+                       "replaces its folder whole, so it goes to a new folder or over a bank: choose another --out")
+
+
 def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[str, np.ndarray]) -> None:
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.realpath(out_dir))
+    check_bank_out(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -134,6 +158,19 @@ class Bank:
     def restricted(self, source_field: str, allowed: set[str]) -> "Bank":
         """A bank holding only the entries whose `source_field` is one of `allowed` (a cross split's memory side)."""
         return self.filtered(lambda entry: entry[source_field] in allowed)
+
+    def regrouped(self, task_groups: Mapping[str, str]) -> "Bank":
+        """The same bank with each source task's group as `task_groups` gives it (the benchmark's exclusion groups
+        now, amd.benchmarks.duplicates), so a bank built before two tasks were found duplicates still keeps them
+        apart; a task `task_groups` does not name keeps the group it was built with."""
+        def group(task_id: str, built: str) -> str:
+            return task_groups.get(task_id, built)
+
+        entries = {t: [{**e, "source_group": group(e["source_task_id"], e["source_group"])} for e in type_entries]
+                   for t, type_entries in self.entries.items()}
+        manifest = {**self.manifest, "task_groups": {task: group(task, built)
+                                                     for task, built in self.manifest["task_groups"].items()}}
+        return Bank(self.path, manifest, self.manifest_sha256, entries, self.indexes)
 
     def filtered(self, keep) -> "Bank":
         """A bank holding only the entries for which `keep(entry)` is true (same manifest, vectors reused)."""

@@ -18,23 +18,28 @@ from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import method_spec
-from amd.memory.bank import BANK_SCHEMA, BankContents, copy_bank, load_bank, write_bank
+from amd.memory.bank import BANK_SCHEMA, BankContents, check_bank_out, copy_bank, load_bank, write_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
+from amd.memory.screening import instruction_like
 from amd.memory.writing import open_writer
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
 VECTOR_TOLERANCE = 1e-4  # how far one embedder's vectors of the same texts may differ across machines (float rounding)
+SHOWN_IDS = 5  # entry ids a warning names
 log = logging.getLogger("amd.memory")
 
 
 def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: str, out_dir,
                writer_params: dict | None = None, options: dict | None = None, concurrency: int = 4,
-               benchmark_options: dict | None = None) -> dict:
+               benchmark_options: dict | None = None, delta: dict | None = None) -> dict:
     """Distill the records of `trajectory_paths` with memory method `method` into a bank at `out_dir`; returns the
-    manifest. `benchmark_options` are the benchmark's own, as for `amd run` (e.g. where its data is)."""
+    manifest. `benchmark_options` are the benchmark's own, as for `amd run` (e.g. where its data is). `delta` (by
+    type code or name): the embedder's calibrated δ, over the one amd knows for it; the manifest records it for
+    the method's types, and a run uses it unless given its own (amd.memory.method.open_memory)."""
     if concurrency < 1:
         raise AmdError(f"writer concurrency must be at least 1, got {concurrency}")
+    check_bank_out(out_dir)
     spec = method_spec(method)
     parsed = parse_options(method, "build", dict(options or {}), spec.build_options)
     implementation = method_class(spec.implementation)()
@@ -60,6 +65,13 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         for opened in benchmarks.values():
             opened.close()
     _check_entries(contents, method, groups)
+    screened = instruction_like(contents.entries)
+    if screened["count"]:
+        log.warning("%d of %d entries read as instructions to the agent (prompt injection in the teacher's "
+                    "trajectories? marks: %s), e.g. %s; they are kept, and a run shows memory as data: check them "
+                    "with `amd memory show`", screened["count"], screened["of"],
+                    ", ".join(f"{mark} {n}" for mark, n in screened["by_mark"].items()),
+                    ", ".join(screened["entries"][:SHOWN_IDS]))
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
     usage = writer_obj.usage()
@@ -74,10 +86,27 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         "solved_task_ids": sorted({record["task_id"] for record in records if record["success"] is True}),
         "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
         "counts": {t: len(entries) for t, entries in contents.entries.items()},
+        "instruction_like": screened,
+        **bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
         **contents.manifest,
     }
     write_bank(Path(out_dir), manifest, contents, vectors)
     return manifest
+
+
+def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float]) -> dict:
+    """{"delta": {type name: δ}} for the method's `types` that the embedder's calibration or `given` (by code or
+    name, over it) sets; {} where neither sets any."""
+    known = {key for memory_type in types for key in (memory_type.code, memory_type.name)}
+    if unknown := sorted(set(given) - known):
+        raise AmdError(f"--delta for {', '.join(unknown)}: the method has no such memory type ({', '.join(sorted(known))})")
+    chosen = {}
+    for memory_type in types:
+        for values in (calibrated, given):
+            for key in (memory_type.code, memory_type.name):
+                if key in values:
+                    chosen[memory_type.name] = float(values[key])
+    return {"delta": chosen} if chosen else {}
 
 
 def _read_sources(paths) -> tuple[list[dict], list[TrajectoryRecord]]:

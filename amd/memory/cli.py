@@ -4,12 +4,13 @@ bank, try retrieval."""
 import json
 import textwrap
 from collections import Counter
+from typing import NoReturn
 
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
 from amd.core.text import printable
 from amd.core.vocabulary import memory_types
-from amd.memory.bank import load_bank
+from amd.memory.bank import check_bank_out, load_bank
 from amd.memory.build import build_bank, reuse_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pool_banks
@@ -44,12 +45,16 @@ def register(subparsers) -> None:
                             "(its default rendering, the paper's best when not given; both forms are stored)")
     build.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an option of the trajectories' benchmark, as given to `amd run` (e.g. where its data is)")
+    build.add_argument("--delta", metavar="TYPE=VALUE,...",
+                       help="the embedder's calibrated minimum similarity per memory type, e.g. wf=0.32,st=0.33, "
+                            "over the one amd knows for it; recorded in the bank, and `amd run` uses it unless given "
+                            "--delta")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
     build.add_argument("--reuse", metavar="DIR",
                        help="a copy of this build (a release's bank): put in place of the bank just built when it is "
                             "the same build (same manifest but for the vectors' checksums, vectors equal to float "
                             "rounding), so runs over it keep its manifest sha256; a missing DIR is not used")
-    build.set_defaults(handler=run_build)
+    build.set_defaults(handler=run_build, check_output=check_bank_out)
 
     pool = commands.add_parser("pool", help="pool the banks of several teachers into one (provenance per entry)")
     pool.add_argument("--banks", nargs="+", required=True,
@@ -58,7 +63,7 @@ def register(subparsers) -> None:
                       help="the teachers' names, one per bank in the same order; the order is the priority of "
                            "the dedup across teachers (a run's --memory-option prefer_teacher=NAME goes first)")
     pool.add_argument("--out", required=True, help="pooled bank directory (replaced atomically)")
-    pool.set_defaults(handler=run_pool)
+    pool.set_defaults(handler=run_pool, check_output=check_bank_out)
 
     show = commands.add_parser("show", help="counts and a few entries of each type")
     show.add_argument("bank")
@@ -86,7 +91,7 @@ def key_values(items: list[str], flag: str = "--option") -> dict:
 
 def run_build(args) -> int:
     try:
-        writer_params = json.loads(args.writer_params)
+        writer_params = json.loads(args.writer_params, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise AmdError(f"--writer-params is not JSON ({error.msg}): {args.writer_params!r}") from None
     if not isinstance(writer_params, dict):
@@ -94,11 +99,30 @@ def run_build(args) -> int:
     writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.method, args.writer, args.embedder, args.out, writer_params,
                           key_values(args.option), args.writer_concurrency,
-                          key_values(args.benchmark_option, "--benchmark-option"))
+                          key_values(args.benchmark_option, "--benchmark-option"), _numbers(args.delta, "--delta"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
+    flagged = manifest["instruction_like"]["count"]
+    screened = f"; {flagged} entries read as instructions to the agent" if flagged else ""
     reused = " (the released copy of this build)" if args.reuse and reuse_bank(args.out, args.reuse) else ""
-    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{reused}")
+    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{screened}{reused}")
     return 0
+
+
+def _numbers(text: str | None, flag: str) -> dict[str, float]:
+    """'wf=0.32,st=0.33' -> {"wf": 0.32, "st": 0.33}; a bad item names the flag and the item."""
+    values = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, _, value = item.partition("=")
+        try:
+            values[key.strip()] = float(value)
+        except ValueError:
+            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=NUMBER, e.g. wf=0.32") from None
+    return values
+
+
+def _no_constant(name: str) -> NoReturn:
+    """Python's JSON reads NaN and Infinity; strict JSON, and a sampling parameter, has neither."""
+    raise AmdError(f"--writer-params: {name} is not a number a writer can use (strict JSON has no NaN or Infinity)")
 
 
 def run_pool(args) -> int:
@@ -117,6 +141,10 @@ def run_show(args) -> int:
           f"agents {', '.join(a['spec'] for a in manifest['agents']) or '-'}")
     say(f"counts {json.dumps(manifest['counts'])}" + (f"; audit {json.dumps(manifest['audit'])}"
                                                         if "audit" in manifest else ""))
+    if manifest.get("instruction_like", {}).get("count"):
+        screened = manifest["instruction_like"]
+        say(f"{screened['count']} of {screened['of']} entries read as instructions to the agent "
+            f"({json.dumps(screened['by_mark'])}): {', '.join(screened['entries'])}")
     if "build_settings" in manifest:
         say(f"build settings {manifest['build_settings']}")
     for line in _audited_lines(manifest.get("audited")):

@@ -18,7 +18,9 @@ import os
 import re
 import sqlite3
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 from filelock import FileLock
@@ -34,6 +36,9 @@ class Embedder:
     spec: str
     dim: int
     cacheable = True
+    # The minimum cosine per memory type code measured for this embedder's similarity scale (bench/bench_delta.py,
+    # bench/RESULTS.md); a bank records it and a run uses it unless told otherwise ({}: none measured)
+    calibrated_delta: Mapping[str, float] = MappingProxyType({})
 
     @property
     def identity(self) -> str:
@@ -199,6 +204,8 @@ class HashEmbedder(Embedder):
 
 class LocalMiniLM(Embedder):
     spec, dim = "local:all-minilm-l6-v2", 384
+    # at most 1 % of unrelated pairs let through on the oracle's BFCL bank (bench/bench_delta.py)
+    calibrated_delta = MappingProxyType({"wf": 0.32, "st": 0.33})
     progress_from = 64  # texts; fewer take about a second on 2 cores, too quick for a progress bar
 
     def __init__(self, name: str):
@@ -222,6 +229,7 @@ class LocalMiniLM(Embedder):
 
 
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+OPENAI_DELTA = {"text-embedding-3-small": {"wf": 0.30, "st": 0.45}}  # the authors' values (their release)
 
 
 class OpenAIEmbedder(Embedder):
@@ -239,6 +247,7 @@ class OpenAIEmbedder(Embedder):
         if self.model not in OPENAI_DIMS:
             raise AmdError(f"unknown OpenAI embedding model {self.model!r}; known: {', '.join(OPENAI_DIMS)}")
         self.dim = OPENAI_DIMS[self.model]
+        self.calibrated_delta = OPENAI_DELTA.get(self.model, {})
         self._client = None
 
     @property

@@ -10,7 +10,7 @@ from several teachers, one teacher's entries per task (amd.memory.pool, run opti
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -107,6 +107,8 @@ class RetrievalSettings:
     # the run options given (the config's, then amd run --memory-option), parsed by the spec's declarations
     options: dict[str, OptionValue] = field(default_factory=dict)
     prefer_teacher: str | None = None  # a pooled bank: whose memory a task sees first (amd.memory.pool)
+    # task id -> exclusion group now (amd.benchmarks.duplicates), over the groups the bank was built with; None: those
+    task_groups: Mapping[str, str] | None = None
 
 
 class MemoryMethod(Protocol):
@@ -137,10 +139,12 @@ class BankHooks(MemoryHooks):
             raise AmdError(f"{bank.path}: {bank.manifest['dim']}-dimensional vectors, but its embedder "
                            f"{self.embedder.spec} gives {self.embedder.dim}; {rebuild_hint(bank.path, bank.manifest)}")
         self.memory_side, self.pool = None, None
+        if settings.task_groups is not None:
+            self.bank = self.bank.regrouped(settings.task_groups)
         if "pool" in bank.manifest or settings.prefer_teacher is not None:
-            self.bank, self.pool = pooled_view(bank, settings.prefer_teacher)
+            self.bank, self.pool = pooled_view(self.bank, settings.prefer_teacher)
         if settings.protocol in CROSS_SPLITS:
-            self.memory_side = memory_side(bank.manifest["task_groups"], settings.protocol, settings.split_seed)
+            self.memory_side = memory_side(self.bank.manifest["task_groups"], settings.protocol, settings.split_seed)
             self.bank = self.bank.restricted(unit_field(settings.protocol), self.memory_side)
 
     def describe(self) -> dict[str, Any]:
@@ -207,9 +211,11 @@ def query_record(type_name: str, query: str, found: int, best: float | None) -> 
 
 
 def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: dict | None = None,
-                delta: dict | None = None, split_seed: int = 0, options: dict | None = None) -> MemoryHooks | None:
-    """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`/`delta`: per type code
-    or name, over the types' defaults."""
+                delta: dict | float | None = None, split_seed: int = 0, options: dict | None = None,
+                task_groups: Mapping[str, str] | None = None) -> MemoryHooks | None:
+    """The hooks of `config_name` over the bank at `bank_dir`, or None for zero_shot. `k`: per type code or name,
+    over the types' defaults; `delta` the same over the δ the bank recorded for its embedder (else the types');
+    `task_groups`: the benchmark's exclusion groups now, over the bank's own."""
     config = memory_config(config_name)
     check_protocol(protocol)
     if config.method is None:
@@ -229,9 +235,18 @@ def open_memory(bank_dir, config_name: str, protocol: str = "self_excluded", k: 
     given = dict(config.options) | dict(options or {})
     prefer_teacher = given.pop(PREFER_TEACHER, None)  # every method's run option (amd.memory.pool)
     parsed = parse_options(spec.name, "run", given, spec.run_options)
-    settings = RetrievalSettings(protocol, per_type(k, config, "k"), per_type(delta, config, "delta"), split_seed,
-                                 parsed, prefer_teacher)
+    chosen_delta = per_type(bank_delta(bank, delta), config, "delta")
+    settings = RetrievalSettings(protocol, per_type(k, config, "k"), chosen_delta, split_seed, parsed, prefer_teacher,
+                                 task_groups)
     return method_class(spec.implementation)().open(bank, config, settings)
+
+
+def bank_delta(bank: Bank, given: dict | float | None) -> dict | float:
+    """δ for a run: `given` over the δ the bank recorded for its embedder (`amd memory build`), by type; one number
+    given applies to every type."""
+    if given is not None and not isinstance(given, dict):
+        return given  # one number (per_type checks it)
+    return dict(bank.manifest.get("delta", {})) | (given or {})
 
 
 def method_class(implementation: str) -> type[MemoryMethod]:

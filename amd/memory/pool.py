@@ -24,19 +24,20 @@ import numpy as np
 
 import amd
 from amd.core.errors import AmdError
-from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, load_bank, write_bank
+from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, check_bank_out, load_bank, write_bank
 
 DEDUP_RULE = ("per task, the entries of one teacher: the first in the priority order (the pool's, the preferred "
               "teacher first) that solved the task, else the first that has entries for it")
-AGREE = ("method", "embedder", "dim", "types", "benchmarks")  # what the members of a pool must share
+AGREE = ("method", "embedder", "dim", "types", "benchmarks", "delta")  # what the members of a pool must share
 BUILT = {"schema", "amd_version", "method", "writer", "embedder", "dim", "sources", "agents", "benchmarks",
-         "task_ids", "task_groups", "solved_task_ids", "types", "counts", "files"}  # every bank's own manifest fields
+         "task_ids", "task_groups", "solved_task_ids", "types", "counts", "files", "delta"}  # every bank's own manifest fields
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def pool_banks(bank_dirs: list, teachers: list[str], out_dir) -> dict:
     """The banks at `bank_dirs`, built from the runs of `teachers` (same order), pooled into one bank at `out_dir`;
     returns its manifest."""
+    check_bank_out(out_dir)
     _check_teachers(bank_dirs, teachers)
     banks = [load_bank(path) for path in bank_dirs]
     for bank in banks:
@@ -66,6 +67,7 @@ def pool_banks(bank_dirs: list, teachers: list[str], out_dir) -> dict:
         "task_ids": sorted(groups), "task_groups": dict(sorted(groups.items())),
         "solved_task_ids": sorted({task for m in manifests for task in m["solved_task_ids"]}),
         "types": types, "counts": {t: len(entries[t]) for t in types},
+        **({"delta": manifests[0]["delta"]} if "delta" in manifests[0] else {}),
         **{key: _merged([m[key] for m in manifests if key in m], key) for key in sorted(method_fields)},
         "pool": pool,
     }
@@ -124,9 +126,10 @@ def _check_member(bank: Bank, first: Bank) -> None:
         raise AmdError(f"{bank.path}: its manifest lacks solved_task_ids (built by an older amd); rebuild it with "
                        "`amd memory build`")
     for key in AGREE:
-        if manifest[key] != first.manifest[key]:
-            raise AmdError(f"{bank.path}: {key} {json.dumps(manifest[key])} differs from {first.path}'s "
-                           f"{json.dumps(first.manifest[key])}; the banks of a pool share method, embedder and types")
+        if manifest.get(key) != first.manifest.get(key):
+            raise AmdError(f"{bank.path}: {key} {json.dumps(manifest.get(key))} differs from {first.path}'s "
+                           f"{json.dumps(first.manifest.get(key))}; the banks of a pool share method, embedder and "
+                           "types")
 
 
 def _task_groups(banks: list[Bank]) -> dict[str, str]:

@@ -13,6 +13,7 @@ protocol, the paper's, only keeps a task from its own memory: its siblings' memo
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,8 +79,10 @@ def memory_side(task_groups: dict[str, str], protocol: str, seed: int) -> set[st
     return set(split_units(task_units(task_groups, protocol).values(), seed)[0])
 
 
-def eval_task_ids(bank_dir, protocol: str, seed: int = 0) -> list[str]:
-    """The held-out tasks a cross split must evaluate on: those whose unit is on the evaluation side."""
-    units = task_units(bank_task_groups(bank_dir), protocol)
+def eval_task_ids(bank_dir, protocol: str, seed: int = 0, task_groups: Mapping[str, str] | None = None) -> list[str]:
+    """The held-out tasks a cross split must evaluate on: those whose unit is on the evaluation side. `task_groups`:
+    the benchmark's exclusion groups now, over those the bank was built with (as the run's hooks take them)."""
+    groups = bank_task_groups(bank_dir)
+    units = task_units({task: (task_groups or {}).get(task, group) for task, group in groups.items()}, protocol)
     held_out = set(split_units(units.values(), seed)[1])
     return sorted(task for task, unit in units.items() if unit in held_out)

@@ -45,10 +45,13 @@ def writer_flags(entry: dict, served: bool = False) -> str:
     return f"--writer {quoted(spec)}{extra}"
 
 
-def build_option_flags(method: str, options: dict) -> str:
-    """--method and its build options (an option whose text is None is left out)."""
-    return " ".join([f"--method {method}", *(f"--option {quoted(f'{key}={text}')}" for key, text in options.items()
-                                             if text is not None)])
+def build_option_flags(method: str, options: dict, delta: dict | None = None) -> str:
+    """--method, its build options (an option whose text is None is left out) and --delta of the embedder."""
+    flags = [f"--method {method}", *(f"--option {quoted(f'{key}={text}')}" for key, text in options.items()
+                                     if text is not None)]
+    if delta:
+        flags.append("--delta " + ",".join(f"{code}={value}" for code, value in sorted(delta.items())))
+    return " ".join(flags)
 
 
 def benchmark_flags(tasks: list[str] | None, options: dict) -> str:

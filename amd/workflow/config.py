@@ -10,6 +10,7 @@ the schema can never disagree with `amd.core.vocabulary` or `amd.core.registry`.
 
 import copy
 import functools
+import math
 import operator
 import re
 from functools import cache
@@ -30,12 +31,15 @@ from amd.core.vocabulary import (
     method_specs,
 )
 from amd.llm.specs import MODEL_FORMS, MODEL_KINDS
-from amd.workflow.config_errors import in_words
+from amd.workflow.config_errors import in_words, shown
 
 CONFIG_DIR = Path("config")  # the workflow's config files, relative to the workflow's folder
 BASE_FILE = "base.yaml"  # what every config starts from
 DEFAULT_FILE = "config.yaml"  # the embedded default, for a config without a name of its own
 DEFAULT_NAME = "default"  # a config without a `name` is the embedded default (tweaked)
+MAX_VALUES = 100_000  # values in a config, aliases expanded (the paper's grid has about 2,000)
+MAX_TEXT = 10_000  # characters of any one text value (each may become a command-line argument of a job)
+MAX_DEPTH = 64  # levels of nesting (the paper's grid has 7)
 
 
 class ConfigError(Exception):
@@ -76,12 +80,68 @@ def read_config(path: Path) -> dict:
     except OSError as error:
         raise ConfigError(f"config file {path}: cannot read it: {error.strerror}") from None
     try:
-        config = yaml.safe_load(text) or {}
+        config = yaml.load(text, Loader=StrictLoader) or {}  # a SafeLoader: safe_load's constructors
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path}: not YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nests deeper than it can be read (a config nests a few levels)") \
+            from None
+    except ConfigError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
     if not isinstance(config, dict):
         raise ConfigError(f"config file {path}: a mapping of keys is expected, not {type(config).__name__}")
+    check_values(config, f"config file {path}")
     return config
+
+
+class StrictLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (YAML keeps the last one, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        lines: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in lines:
+                raise ConfigError(f"key {shown(key)} is given twice in one mapping (lines {lines[key]} and {line}); "
+                                  "keep one")
+            lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_values(config, where: str = "config") -> None:
+    """Refuse, before any schema check formats a value: a config that expands past MAX_VALUES values (YAML aliases
+    repeat what they name, so a few hundred bytes can nest billions: an alias bomb), one that contains itself, a
+    NaN or infinity anywhere (every bound check passes NaN), a text longer than MAX_TEXT and nesting deeper than
+    MAX_DEPTH. Each container is walked once."""
+    sizes: dict[int, int] = {}
+
+    def size(value, path: tuple) -> int:
+        def refuse(problem: str):
+            return ConfigError(f"{where}: {'.'.join(map(str, path)) or '(top level)'}: {problem}")
+
+        if isinstance(value, float) and not math.isfinite(value):
+            raise refuse(f"{value} is not a number a config can use (NaN or infinite)")
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise refuse(f"a text of {len(value):,} characters, more than the {MAX_TEXT:,} any value may have")
+        if not isinstance(value, (dict, list)):
+            return 1
+        if len(path) > MAX_DEPTH:
+            raise refuse(f"nests more than {MAX_DEPTH} levels deep; a config is far flatter")
+        if sizes.get(id(value)) == -1:
+            raise refuse("contains itself (an alias of a key that encloses it)")
+        if id(value) not in sizes:
+            sizes[id(value)] = -1
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            sizes[id(value)] = 1 + sum(size(item, (*path, key)) for key, item in items)
+            if sizes[id(value)] > MAX_VALUES:
+                raise refuse(f"expands to more than {MAX_VALUES:,} values (YAML aliases repeat what they name); "
+                             "a config is far smaller")
+        return sizes[id(value)]
+
+    size(config, ())
 
 
 def _alternatives(words) -> str:
@@ -165,12 +225,22 @@ def _add_settings(schema: dict) -> None:
         experiment[setting.section] = {"$ref": "#/$defs/names", "description": f"the {setting.section} its banks use"}
 
 
+def _whole_match(validator, pattern: str, instance, schema):
+    """JSON Schema's `pattern`, matched against the whole string: Python's `$` also matches before a final newline,
+    so "name\\n" would pass "^[A-Za-z0-9_]+$"."""
+    if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
+        yield jsonschema.ValidationError(f"{shown(instance)} does not match {pattern!r}")
+
+
+ConfigValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _whole_match})
+
+
 def without_nulls(config: dict) -> dict:
     """The config less every key set to null where null is not one of the key's values: a null in a --configfile
     removes what the key inherited (an experiment, an agent's `serve`), while `teacher_tasks: null` (every task) or
     an agent's `temperature: null` (not sent) keep their meaning."""
     pruned = copy.deepcopy(config)
-    validator = jsonschema.Draft202012Validator(config_schema())
+    validator = ConfigValidator(config_schema())
     for error in list(validator.iter_errors(pruned)):
         path = list(error.absolute_path)
         if error.instance is None and path:
@@ -182,7 +252,7 @@ def without_nulls(config: dict) -> dict:
 
 def validate_config(config: dict) -> None:
     """Raise ConfigError naming the key of the most relevant schema violation, in words (config_errors)."""
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(config_schema()).iter_errors(config))
+    error = jsonschema.exceptions.best_match(ConfigValidator(config_schema()).iter_errors(config))
     if error is not None:
         where = ".".join(str(part) for part in error.absolute_path)
         raise ConfigError(f"config: {where + ': ' if where else ''}{in_words(error)}")

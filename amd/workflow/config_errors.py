@@ -1,12 +1,24 @@
 """A config's schema violation as a sentence: what is wrong with the key's value, in words, with a did-you-mean
 where a name is close to a known one. No regular expression and no schema jargon reaches the user."""
 
+import reprlib
+
 from jsonschema.exceptions import ValidationError
 
 from amd.core.errors import did_you_mean
 
 KINDS = {"integer": "a whole number", "number": "a number", "string": "text", "boolean": "true or false",
          "array": "a list", "object": "a mapping of keys", "null": "null"}
+
+
+SHORT = reprlib.Repr()
+SHORT.maxstring = SHORT.maxother = 80
+SHORT.maxlevel, SHORT.maxdict, SHORT.maxlist = 2, 4, 4
+
+
+def shown(value) -> str:
+    """A value as an error shows it: its repr, cut short (a value may be huge)."""
+    return SHORT.repr(value)
 
 
 def in_words(error: ValidationError) -> str:
@@ -16,17 +28,18 @@ def in_words(error: ValidationError) -> str:
     wording = {
         "enum": lambda: _not_known(error.instance, schema, value),
         "pattern": lambda: _no_form(error.instance, schema),
-        "type": lambda: f"{error.instance!r} should be {_kinds(value)}",
+        "type": lambda: f"{shown(error.instance)} should be {_kinds(value)}",
         "additionalProperties": lambda: _unknown_keys(error.instance, schema),
         "required": lambda: _missing(error.instance, value),
-        "minimum": lambda: f"{error.instance!r} is below the smallest allowed value, {value}",
-        "exclusiveMinimum": lambda: f"{error.instance!r} should be above {value}",
-        "maximum": lambda: f"{error.instance!r} is above the largest allowed value, {value}",
+        "minimum": lambda: f"{shown(error.instance)} is below the smallest allowed value, {value}",
+        "exclusiveMinimum": lambda: f"{shown(error.instance)} should be above {value}",
+        "maximum": lambda: f"{shown(error.instance)} is above the largest allowed value, {value}",
         "minItems": lambda: f"the list needs at least {value} item{'s' if value != 1 else ''}",
         "minProperties": lambda: f"needs at least {value} entr{'ies' if value != 1 else 'y'}",
         "minLength": lambda: "is empty",
-        "uniqueItems": lambda: f"{_repeated(error.instance)!r} is listed twice",
-        "oneOf": lambda: f"{error.instance!r} is none of the allowed forms: {schema.get('description', '')}".rstrip(),
+        "maxLength": lambda: f"is {len(error.instance):,} characters long, more than the {value:,} allowed",
+        "uniqueItems": lambda: f"{shown(_repeated(error.instance))} is listed twice",
+        "oneOf": lambda: f"{shown(error.instance)} is none of the allowed forms: {schema.get('description', '')}".rstrip(),
     }.get(str(error.validator))
     return wording() if wording else error.message
 
@@ -47,16 +60,16 @@ def _not_known(instance, schema: dict, known: list) -> str:
     close = did_you_mean(str(instance), map(str, known))
     listed = ", ".join(map(str, known))
     if "title" not in schema:
-        return f"{instance!r} is not one of the choices{close}: {listed}"
-    return f"{instance!r} is not a known {schema['title']}{close}; known: {listed}"
+        return f"{shown(instance)} is not one of the choices{close}: {listed}"
+    return f"{shown(instance)} is not a known {schema['title']}{close}; known: {listed}"
 
 
 def _no_form(instance, schema: dict) -> str:
     forms = schema.get("forms")
     if not forms:
-        return f"{instance!r} is not a valid {_title(schema)}: {schema.get('description', '')}".rstrip(": ")
+        return f"{shown(instance)} is not a valid {_title(schema)}: {schema.get('description', '')}".rstrip(": ")
     prefixes = [form.split(":")[0] + (":" if ":" in form else "") for form in forms]
-    return (f"{instance!r} is not {_article(_title(schema))}"
+    return (f"{shown(instance)} is not {_article(_title(schema))}"
             f"{did_you_mean(str(instance).split(':')[0] + ':', prefixes)}; "
             f"its forms: {', '.join(forms)}")
 

@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import sys
+from pathlib import Path
 
 from amd.analysis import layout
 from amd.core.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
@@ -30,7 +31,9 @@ from amd.workflow.config import (
     DEFAULT_NAME,
     ConfigError,
     active_config,
+    check_values,
     merge_configs,
+    read_config,
     validate_config,
     without_nulls,
 )
@@ -50,6 +53,7 @@ def cell_lists() -> dict:
 
 class Grid:
     def __init__(self, config: dict):
+        check_values(config)
         config = without_nulls(config)
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
@@ -399,13 +403,18 @@ class Grid:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
 
     def build_args(self, wildcards) -> str:
-        """--method and the build option of each setting of the method, from the value the bank's path names."""
+        """--method and the build option of each setting of the method, from the value the bank's path names, and
+        the embedder's δ for the method's types (the bank records it)."""
         names = layout.build_names(wildcards.method, wildcards.build)
+        spec = method_spec(wildcards.method)
         options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
-                   for setting in method_spec(wildcards.method).settings}
+                   for setting in spec.settings}
         options |= {key: args.option_text(value) for key, value in
                     self.harness(wildcards.benchmark, "build_options").get(wildcards.method, {}).items()}
-        return args.build_option_flags(wildcards.method, options)
+        codes = {memory_type.code for memory_type in spec.types}
+        delta = {code: value for code, value in self.config["embedders"][wildcards.embedder].get("delta", {}).items()
+                 if code in codes}
+        return args.build_option_flags(wildcards.method, options, delta)
 
     def pool_member_banks(self, wildcards) -> list[str]:
         """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
@@ -503,10 +512,14 @@ def _server_group(server: str) -> str:
     return f"serve_{server}"
 
 
-def workflow_grid(overlay: dict) -> Grid:
+def workflow_grid(overlay: dict, configfiles=()) -> Grid:
     """The Snakefile's grid, from the --configfile files over the config files they build on (active_config); a
-    config it cannot use stops Snakemake before any job with the one line that says why."""
+    config it cannot use stops Snakemake before any job with the one line that says why. The files Snakemake read
+    (`configfiles`) are read again as amd reads a config, for what Snakemake's loader lets through (a key given
+    twice, an alias bomb)."""
     try:
+        for path in configfiles:
+            read_config(Path(path))
         return Grid(active_config(overlay))
     except ConfigError as error:
         sys.exit(f"amd: {error}")

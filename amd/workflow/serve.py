@@ -32,6 +32,7 @@ from pathlib import Path
 from amd.core.errors import AmdError
 from amd.core.files import atomic_file
 from amd.core.net import free_port, wait_for_models
+from amd.core.spec import finite_float
 from amd.workflow import devices
 
 log = logging.getLogger("amd.workflow.serve")
@@ -68,7 +69,7 @@ def _add_server_arguments(parser, required: bool = True) -> None:
     parser.add_argument("--gpus", type=int, default=None,
                         help="GPUs of its own for the server, locked while it lives (amd serve: default 1; "
                              "serve-run: default none, the devices as the environment gives them)")
-    parser.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
+    parser.add_argument("--startup-timeout", type=finite_float, default=1800.0, help="seconds to wait for the server")
 
 
 def _server_argv(args) -> list[str]:
