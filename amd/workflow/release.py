@@ -67,9 +67,10 @@ def sync_from_args(args) -> int:
     if "release" not in grid.config:
         raise AmdError(f"{' '.join(args.configfile)}: the config names no `release` folder to sync into")
     manifest = sync(grid, args.configfile)
-    runs = manifest["runs"]
-    print(f"amd release sync: {len(manifest['files'])} files in {grid.config['release']}; "
-          + ", ".join(f"{run}: {item['records']}/{item['tasks']}" for run, item in runs.items()))
+    size = sum(item["bytes"] for item in manifest["files"].values())
+    print(f"amd release sync: {len(manifest['files'])} files, {size / 1e6:.2f} MB in {grid.config['release']}")
+    for run, item in manifest["runs"].items():
+        print(f"amd release sync: {run}: {item['records']} of {item['tasks'] or '?'} tasks")
     return 0
 
 
