@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from amd.analysis import figures, layout, paired, tables
+from amd.analysis import figures, layout, paired, score, tables
 from amd.analysis.cost import price_table
 from amd.analysis.reference import load_reference, setting
 from amd.analysis.retrieval import TEXT_NOTE
@@ -211,8 +211,10 @@ def test_table1_note_says_which_baseline_rows_are_reconstructions(grid, tmp_path
     assert notes[1].startswith("Note: sasm: no official code") and "stages" in notes[1]
     assert "successes and failures" in notes[2] and notes[3].startswith("Note: no entry ≥ δ (%): per memory type")
     assert notes[4].startswith("Note: [95 % CI]: the Wilson score")
-    assert notes[5].startswith("Note: protocol:") and notes[6].startswith("Note: setting: paper = the paper's own")
-    assert notes[7].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 8
+    assert notes[5].startswith("Note: success: the benchmark's own verdict") and "strict: solved, and the agent" \
+        in notes[5]
+    assert notes[6].startswith("Note: protocol:") and notes[7].startswith("Note: setting: paper = the paper's own")
+    assert notes[8].startswith("Note: tokens, cost_usd: per run (mean over seeds)") and len(notes) == 9
     amd_only = tables.table1_main(load_runs([run for run in grid if "/memp/" not in run and "/sasm/" not in run]))
     assert amd_only.attrs["notes"] == [TEXT_NOTE]
 
@@ -232,7 +234,8 @@ def test_table5_reports_mean_std_and_pass_k_over_seeds_and_no_std_for_one_run(gr
     tables.write_table("table5_repeats", table, tmp_path / "t.csv", tmp_path / "t.md")
     line = next(line for line in (tmp_path / "t.md").read_text().splitlines() if "| memp " in line)
     cells = [cell.strip() for cell in line.split("|")]
-    assert "50.00 [15.00, 85.00]" in cells and cells[cells.index("50.00 [15.00, 85.00]") + 2] == "—"  # its std
+    assert "50.00 [15.00, 85.00]" in cells and cells[cells.index("50.00 [15.00, 85.00]") + 3] == "—"  # its std
+    assert cells[cells.index("50.00 [15.00, 85.00]") + 2] == "50.00"  # strict: every task ended by the agent
     assert "τ-bench's convention" in (tmp_path / "t.md").read_text()
 
 
@@ -329,7 +332,9 @@ def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(gr
     assert "qwen05" not in set(table["student"])  # zero-shot only: nothing to pair
     tables.write_table("paired_tasks", table, tmp_path / "p.csv", tmp_path / "p.md", note="a handful of tasks")
     written = (tmp_path / "p.md").read_text()
-    assert written.startswith("**Paired per-task results") and "the smallest p that this many tasks could give.**" in written
+    assert written.startswith("**Paired per-task results") and "one by the strict verdict (amd.benchmarks.base).**" \
+        in written
+    assert list(table["verdict"][:2]) == ["benchmark", "strict"]  # each memory run: its two rows, side by side
     assert "|      0 | wf_st_fn" in written  # the seed as a whole number
     with pytest.raises(AmdError, match="no student has both"):
         paired.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
@@ -521,3 +526,21 @@ def test_online_vs_frozen_pairs_each_online_run_with_the_frozen_run_of_its_cell(
     with pytest.raises(AmdError, match="online_vs_frozen: no run of a config variant"):
         other_types = student_run(tmp_path, "qwen3_4b", spec, "wf_st", 1, [(True, 4)] * 4, k="wf1_st1")
         amd_tables.online_vs_frozen(load_runs([unpaired, other_types]))
+
+
+def test_the_strict_verdict_fails_a_success_the_step_cap_ended_in_every_table_score_and_the_paired_test(tmp_path):
+    """AgentDojo's harness checks an episode cut off by its cap as it stands: such a success is the benchmark's,
+    not the strict verdict's (amd.benchmarks.base.strict_success), and old files have the verdict too."""
+    zero = student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 3), (False, 3), (False, 3)])
+    memory = student_run(tmp_path, "s", "local:m", "wf_st_fn", 0, [(True, 3), (True, 20), (True, 20)])
+    lines = Path(memory).read_text().splitlines()
+    capped = [json.loads(line) | {"status": "step_limit", "error": "more than 20 steps in the task"}
+              for line in lines[1:]]
+    Path(memory).write_text("\n".join([lines[0], *map(json.dumps, capped)]) + "\n")
+    runs = load_runs([zero, memory])
+    table = tables.table2_ablation(runs).set_index("memory")
+    assert table.loc["wf_st_fn", "success"] == 100.0 and table.loc["wf_st_fn", "strict"] == pytest.approx(100 / 3)
+    pairs = paired.paired_tasks(runs).set_index("verdict")
+    assert (pairs.loc["benchmark", "memory_only"], pairs.loc["strict", "memory_only"]) == (2, 0)
+    scored = score.summarize(memory)
+    assert (scored["success_%"], scored["strict_%"]) == (100.0, 33.33)

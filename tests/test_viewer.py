@@ -259,3 +259,17 @@ def test_in_chromium_the_page_renders_to_a_screenshot_of_text_and_colour(page_fi
     assert 0.005 < dark < 0.5 and len(np.unique(pixels, axis=0)) > 50  # not blank, not one colour
     green = ((pixels[:, 1] > 100) & (pixels[:, 0] < 60) & (pixels[:, 2] < 90)).sum()  # "solved" in the index
     assert green > 50
+
+
+def test_a_success_the_step_cap_ended_is_shown_as_not_strict(runs, tmp_path):
+    """AgentDojo checks a capped episode as it stands: the page shows its verdict and, beside it, the strict one."""
+    records = [json.loads(line) for line in runs["memory"].read_text().splitlines()]
+    records[1] |= {"status": "step_limit", "error": "more than 20 steps in the task"}
+    capped = tmp_path / "capped.jsonl"
+    capped.write_text("".join(json.dumps(r) + "\n" for r in records))
+    page = build_page(capped)
+    assert (page["runs"][0]["solved"], page["runs"][0]["strict"]) == (2, 1)
+    assert [side["strict"] for task in page["tasks"] for side in task["sides"]] == [True, False, False]
+    html = render(page)
+    assert "strict: solved, ended by the agent" in html and "strict: failed, ended by a cap" in html
+    assert "<td>1 / 3</td>" in html and "(not strict)" in html

@@ -9,7 +9,9 @@ from amd.core.errors import AmdError
 from amd.core.vocabulary import memory_configs
 
 MEMORY_ORDER = [*memory_configs(), "student_memory"]
-SUCCESS = ["success", *interval_of("success")]  # a cell's success rate and its 95 % interval's columns
+# a cell's success rate (the benchmark's verdict), its 95 % interval's columns, and the strict verdict's rate beside them
+# (amd.benchmarks.base.strict_success: solved and ended by the agent before any step cap)
+SUCCESS = ["success", *interval_of("success"), "strict"]
 
 
 def teacher_models(runs: pd.DataFrame) -> dict:
@@ -32,6 +34,7 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         model=("model", "first"),
         temperature=("temperature", "first"),
         success=("success_rate", "mean"),
+        strict=("strict_rate", "mean"),
         std=("success_rate", "std"),
         runs=("success_rate", "size"),
         successes=("successes", "sum"),
@@ -44,7 +47,7 @@ def aggregate(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         retrieval=("retrieval", pooled),  # what its runs' retrieval saw, per memory type (amd.analysis.retrieval)
     ).reset_index()
     intervals = [interval_columns("success", *counts) for counts in zip(table["successes"], table["attempts"])]
-    return table.drop(columns=["successes", "attempts"]).join(pd.DataFrame(intervals, index=table.index, columns=SUCCESS[1:]))
+    return table.drop(columns=["successes", "attempts"]).join(pd.DataFrame(intervals, index=table.index, columns=interval_of("success")))
 
 
 def cell_keys(runs: pd.DataFrame, keys: list[str]) -> list[str]:
@@ -59,7 +62,8 @@ def cell_success(row) -> dict:
 
 def run_success(run) -> dict:
     """One run's success and its interval over its tasks (SUCCESS), from a row of the runs frame."""
-    return {"success": run["success_rate"], **interval_columns("success", run["successes"], run["n_tasks"])}
+    return {"success": run["success_rate"], **interval_columns("success", run["successes"], run["n_tasks"]),
+            "strict": run["strict_rate"]}
 
 
 def student_runs(runs: pd.DataFrame) -> pd.DataFrame:

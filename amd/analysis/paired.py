@@ -13,8 +13,12 @@ from amd.core.vocabulary import memory_config, plain_config
 def paired_tasks(runs: pd.DataFrame) -> pd.DataFrame:
     """Paired per-task results: every task zero-shot and with memory (same student, benchmark and seed), the tasks
     solved by both, only with memory and only zero-shot, the paired difference in points, the exact two-sided sign
-    test on the discordant pairs and the smallest p that this many tasks could give."""
-    return _paired_rows(runs, "success_by_task", "paired_tasks", "solved")
+    test on the discordant pairs and the smallest p that this many tasks could give; for each memory run a row by
+    the benchmark's own verdict (`verdict` benchmark) and one by the strict verdict (amd.benchmarks.base)."""
+    rows = [_paired_rows(runs, column, "paired_tasks", "solved").assign(verdict=verdict)
+            for column, verdict in (("success_by_task", "benchmark"), ("strict_by_task", "strict"))]
+    table = pd.concat(rows).sort_index(kind="stable").reset_index(drop=True)
+    return table[[*table.columns[:6], "verdict", *table.columns[6:-1]]]
 
 
 def security_pairs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -32,8 +36,10 @@ def security_pairs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _utility(run, name: str) -> dict:
-    """A run's success rate on the attacked tasks, as column `name`, with its interval."""
-    return {name: run.success_rate, **interval_columns(name, run.successes, run.n_tasks)}
+    """A run's success rate on the attacked tasks, as column `name`, with its interval; the strict verdict's rate
+    beside it."""
+    return {name: run.success_rate, **interval_columns(name, run.successes, run.n_tasks),
+            name.replace("_%", "_strict_%"): run.strict_rate}
 
 
 def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.DataFrame:
@@ -102,10 +108,15 @@ def variant_cell(row) -> dict:
             "seed": int(row.seed), "memory": row.memcfg, "baseline": plain_config(row.memcfg)}
 
 
-def paired_as(base: dict, variant: dict, base_name: str, variant_name: str) -> dict:
-    """`paired_counts` of two memory runs, its zero-shot and with-memory columns named after the two."""
+def paired_as(base, variant, base_name: str, variant_name: str) -> dict:
+    """`paired_counts` of two memory runs (rows of the runs frame) by the benchmark's verdict, its zero-shot and
+    with-memory columns named after the two; then the tasks each solved by the strict verdict (amd.benchmarks.base),
+    over the same tasks."""
     renamed = {}
-    for key, value in paired_counts(base, variant, "solved").items():
+    for key, value in paired_counts(base.success_by_task, variant.success_by_task, "solved").items():
         key = key.replace("with_memory", variant_name).replace("memory_only", f"{variant_name}_only")
         renamed[key.replace("zero_shot", base_name)] = value
+    shared = [task for task in base.strict_by_task if task in variant.strict_by_task]
+    for name, run in ((base_name, base), (variant_name, variant)):
+        renamed[f"{name}_strict"] = sum(run.strict_by_task[task] for task in shared)
     return renamed

@@ -57,8 +57,9 @@ def summarize_run(path) -> dict:
         "n_tasks": metrics["tasks"],
         "missing": len(metrics["missing"]),
         "task_ids": frozenset(metrics["success_by_task"]),
-        **{key: metrics[key] for key in ("successes", "success_rate", "mean_steps", "prompt_tokens",
-                                         "completion_tokens", "success_by_task", "steps_by_task")},
+        **{key: metrics[key] for key in ("successes", "success_rate", "strict_successes", "strict_rate", "mean_steps",
+                                         "prompt_tokens", "completion_tokens", "success_by_task", "strict_by_task",
+                                         "steps_by_task")},
         # every role's tokens (agent, memory, user simulator, the bank's writer) and their US dollars (amd.analysis.cost)
         "tokens": cost["tokens"], "cost_usd": cost["usd"],
         # under a prompt-injection attack, whether the attacker's goal was reached (benchmarks that record it)
@@ -100,6 +101,8 @@ def restrict_to_tasks(row: pd.Series, task_ids) -> pd.Series:
     row["n_tasks"] = len(kept)
     row["successes"] = sum(row["success_by_task"][t] for t in kept)
     row["success_rate"] = 100.0 * row["successes"] / len(kept)
+    row["strict_successes"] = sum(row["strict_by_task"][t] for t in kept)
+    row["strict_rate"] = 100.0 * row["strict_successes"] / len(kept)
     steps = [row["steps_by_task"][t] for t in kept if t in row["steps_by_task"]]  # missing tasks took none
     row["mean_steps"] = sum(steps) / max(len(steps), 1)
     return row

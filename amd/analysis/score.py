@@ -1,4 +1,5 @@
-"""`amd score`: a readable table of success rate (with its 95 % Wilson interval: amd.analysis.stats), steps, tokens,
+"""`amd score`: a readable table of success rate (with its 95 % Wilson interval: amd.analysis.stats) and the strict
+verdict beside it (amd.benchmarks.base.strict_success), steps, tokens,
 requests, replies cut by the token limit and cost (tokens and US dollars, writer and user simulator included:
 amd.analysis.cost) per run file; under it, for a memory run, what its retrieval saw per memory type (amd.analysis.retrieval:
 the queries δ left with no entry, the injected similarities); optional official re-check."""
@@ -9,14 +10,14 @@ import sys
 from amd.analysis.cost import run_cost
 from amd.analysis.retrieval import report_lines, run_retrieval, summary
 from amd.analysis.stats import wilson
-from amd.benchmarks.base import Benchmark, counted_success
+from amd.benchmarks.base import STRICT_RULE, Benchmark, counted_success, strict_success
 from amd.core.errors import AmdError
 from amd.core.schema import expected_tasks, read_run
 from amd.core.text import printable
 from amd.core.trajectory import TrajectoryRecord
 
 COLUMNS = ["file", "agent", "memory", "tasks", "missing", "success_%", "success_ci_low", "success_ci_high",
-           "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
+           "strict_%", "mean_steps", "prompt_tokens", "completion_tokens", "model_requests", "cut_replies", "memory_tokens",
            "user_tokens", "writer_tokens", "total_tokens", "usd"]
 COST_ROLES = ("memory", "user", "writer")  # the agent's own tokens are prompt_tokens + completion_tokens
 CUT = "length"  # the finish_reason of a reply the server cut at the token limit
@@ -34,6 +35,9 @@ def run_metrics(records: list[TrajectoryRecord], expected: list[str] | None = No
         "tasks": n,
         "successes": sum(r["success"] for r in records),
         "success_rate": 100.0 * sum(r["success"] for r in records) / n,
+        # the stricter verdict beside it: solved and ended by the agent before any cap (amd.benchmarks.base)
+        "strict_successes": sum(map(strict_success, records)),
+        "strict_rate": 100.0 * sum(map(strict_success, records)) / n,
         "mean_steps": sum(r["n_steps"] for r in records) / max(len(records), 1),
         "prompt_tokens": sum(r["tokens"]["prompt"] for r in records),
         "completion_tokens": sum(r["tokens"]["completion"] for r in records),
@@ -42,6 +46,7 @@ def run_metrics(records: list[TrajectoryRecord], expected: list[str] | None = No
                            for step in turn["steps"]),
         "missing": missing,
         "success_by_task": {r["task_id"]: r["success"] for r in records} | dict.fromkeys(missing, False),
+        "strict_by_task": {r["task_id"]: strict_success(r) for r in records} | dict.fromkeys(missing, False),
         "steps_by_task": {r["task_id"]: r["n_steps"] for r in records},
     }
 
@@ -64,6 +69,7 @@ def summarize(path) -> dict:
         "success_%": round(metrics["success_rate"], 2),
         **{f"success_{end}": round(value, 2) for end, value in zip(("ci_low", "ci_high"),
                                                                      wilson(metrics["successes"], metrics["tasks"]))},
+        "strict_%": round(metrics["strict_rate"], 2),
         "mean_steps": round(metrics["mean_steps"], 2),
         **{key: metrics[key] for key in ("prompt_tokens", "completion_tokens", "model_requests", "cut_replies")},
         **cost_columns(run_cost(records, path)),
@@ -120,6 +126,7 @@ def score_from_args(args) -> int:
         if row["retrieval"]:
             print(printable(f"{row['file']}: retrieval, per memory type (δ: the minimum similarity):"))
             print(printable("\n".join(report_lines(row["retrieval"]))))
+    print(f"success_%: the benchmark's own verdict; {STRICT_RULE}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=1)

@@ -28,6 +28,7 @@ from amd.analysis.retrieval import TEXT_NOTE, no_entry_text
 from amd.analysis.retrieval import summary as retrieval_summary
 from amd.analysis.runs import restrict_to_tasks
 from amd.analysis.stats import INTERVAL_NOTE, PASS_K_NOTE, STD_NOTE, interval_of, pass_hat_k
+from amd.benchmarks.base import STRICT_RULE
 from amd.core.errors import AmdError
 from amd.core.vocabulary import (
     CROSS_SPLITS,
@@ -38,6 +39,8 @@ from amd.core.vocabulary import (
     proposed_config,
 )
 
+STRICT_NOTE = (f"success: the benchmark's own verdict (the paper's; the `paper` columns stand beside it); {STRICT_RULE}, "
+               "the same runs (amd.benchmarks.base.strict_success).")
 BASELINE_NOTE = "Baselines are built from the same teacher trajectories as AMD, successes and failures alike."
 PROTOCOL_NOTE = ("protocol: the run's leakage protocol (self_excluded: no task retrieves memory from its own group; "
                  "self_excluded_task: only its own memory is hidden, as in the paper; cross_split, cross_split_task: "
@@ -134,6 +137,7 @@ def average_rows(table: pd.DataFrame) -> list[dict]:
         if set(group["benchmark"]) != benchmarks or len(group) != len(benchmarks):
             continue
         rows.append({**dict(zip(keys, names)), "benchmark": AVG, "success": group["success"].mean(),
+                     "strict": group["strict"].mean(),
                      "delta": _mean_of_all(group["delta"]), "runs": None, "tasks": None, "tokens": None,
                      "cost_usd": None, "paper": _mean_of_all(group["paper"])})
     return rows
@@ -315,6 +319,8 @@ def write_table(name: str, table: pd.DataFrame, csv_path, md_path, note: str = "
     lines += [f"Note: {line}" for line in table.attrs.get("notes", [])]
     if rates:
         lines.append(f"Note: {INTERVAL_NOTE}")
+    if any("strict" in str(column) for column in table.columns) or "verdict" in table.columns:
+        lines.append(f"Note: {STRICT_NOTE}")
     if "std" in table.columns:
         lines.append(f"Note: {STD_NOTE}")
     if "protocol" in table.columns:

@@ -96,6 +96,7 @@ def _probe_row(cell: dict, teacher: str, probes: pd.DataFrame, grid: pd.DataFram
             "bank": f"{cell['writer']}-{cell['embedder']}{cell['build']}", "teacher": teacher,
             "probe_tasks": len(probe_set), "probe_success": probes["success_rate"].mean(),
             **interval_columns("probe_success", probes["successes"].sum(), probes["n_tasks"].sum()),
+            "probe_strict": probes["strict_rate"].mean(),
             "grid_runs": len(held_out), "grid_tasks": max((len(v) for v in held_out), default=0),
             "grid_success": (sum(100.0 * sum(v.values()) / len(v) for v in held_out) / len(held_out)
                              if held_out else None),

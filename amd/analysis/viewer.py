@@ -18,11 +18,13 @@ import json
 from importlib.resources import files
 from typing import Any
 
+from amd.benchmarks.base import STRICT_RULE, strict_success
 from amd.core.errors import AmdError
 from amd.core.files import atomic_file
 from amd.core.registry import load_target
 from amd.core.schema import read_run
 from amd.core.text import printable
+from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import ZERO_SHOT, run_method
 
 TEMPLATES = files("amd.page_templates")
@@ -55,6 +57,7 @@ def build_page(run_path, against_path=None, bank_dir=None) -> dict:
     return {"title": f"{runs[0]['config']} on {runs[0]['benchmark']}" + (
                 f" beside {runs[1]['config']}" if len(runs) == 2 else ""),
             "runs": [_summary(run) for run in runs], "columns": [_summary(run) for run in columns],
+            "strict_rule": STRICT_RULE,
             "paired": _pair_counts(tasks, columns) if len(runs) == 2 else None, "tasks": tasks,
             "bank": str(bank_dir) if bank_dir else None}
 
@@ -109,6 +112,7 @@ def _summary(run: dict) -> dict:
     return {"role": run["role"], "path": run["path"], "agent": run["agent"], "config": run["config"],
             "label": run["label"], "protocol": memory.get("protocol") or "—",
             "bank": memory.get("bank") or "—", "tasks": len(records), "solved": sum(r["success"] for r in records),
+            "strict": sum(map(strict_success, records)),
             "steps": sum(r["n_steps"] for r in records),
             "tokens": sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in records),
             "wall_time_s": round(sum(r["wall_time_s"] for r in records), 1)}
@@ -138,7 +142,7 @@ def _task(index: int, task_id: str, runs: list[dict], columns: list[dict]) -> di
                       for run, record in zip(columns, records)]}
 
 
-def _side(record: dict, entries: dict) -> dict:
+def _side(record: TrajectoryRecord, entries: dict) -> dict:
     def injected(items) -> list[dict]:
         return [_injection(item, entries) for item in items or []]
 
@@ -152,7 +156,8 @@ def _side(record: dict, entries: dict) -> dict:
                           "injected": injected(step.get("injected_memory")),
                           "details": _json(step.get("memory_details"))})
         turns.append({"user": turn["user"], "injected": injected(turn.get("injected_memory")), "steps": steps})
-    return {"success": record["success"], "status": record["status"], "error": record.get("error"),
+    return {"success": record["success"], "strict": strict_success(record), "status": record["status"],
+            "error": record.get("error"),
             "n_steps": record["n_steps"], "tokens": record["tokens"], "wall_time_s": record["wall_time_s"],
             "system_memory": injected(record.get("system_memory")), "details": _json(record.get("memory_details")),
             "checker": _json(record["checker"]), "turns": turns,

@@ -92,6 +92,25 @@ def counted_success(checked: bool, status: str, step_limit_scored: bool) -> bool
     return bool(checked) and (status == "finished" or (step_limit_scored and status == "step_limit"))
 
 
+STRICT_RULE = ("strict: solved, and the agent ended the task itself before any step cap (status finished: every turn "
+               "ended by the agent's reply or the environment's end, none cut off by amd's caps or the benchmark's own "
+               "conversation limit)")
+HARNESS_CAP = "message_limit"  # a checker's `ended_by` when the benchmark's own harness cut the conversation off
+
+
+def strict_success(record: TrajectoryRecord) -> bool:
+    """The stricter verdict beside each benchmark's own, one a looping agent cannot pass (STRICT_RULE): the
+    benchmark's verdict is a success, the episode finished before any step cap cut it off, and the benchmark's own
+    harness did not end it at its limit (a checker's `ended_by`, HARNESS_CAP: ToolSandbox's message limit). A
+    multi-turn task (BFCL, ToolSandbox) passes only if every turn ended by the agent's reply, or by the environment
+    ending the task (AppWorld's completion call, ToolSandbox's user simulator), within its cap. Where a harness
+    scores an episode cut off by its cap as it stands (AgentDojo, AppWorld's paper harness, BFCL's official loop in
+    its last turn) its own verdict may be a success while this one is not. It reads only what every record holds,
+    so files written before it have it too."""
+    return (record["success"] is True and record["status"] == "finished"
+            and record["checker"].get("ended_by") != HARNESS_CAP)
+
+
 @dataclass(frozen=True)
 class TaskSignature:
     """What duplicate detection (amd.benchmarks.duplicates) compares between two tasks. Equal `calls` (the task's

@@ -64,7 +64,7 @@ def decomposition_check(runs: pd.DataFrame) -> pd.DataFrame:
                      "differ": len(differs), "differ_%": 100.0 * len(differs) / max(variant.n_tasks, 1),
                      "single_shot_on_differ": sum(single.success_by_task.get(task, False) for task in differs),
                      "checked_on_differ": sum(variant.success_by_task.get(task, False) for task in differs),
-                     **paired_as(single.success_by_task, variant.success_by_task, "single_shot", "checked")})
+                     **paired_as(single, variant, "single_shot", "checked")})
     table = pd.DataFrame(rows)
     table.attrs["notes"] = [DECOMPOSITION_NOTE]
     return table
@@ -84,7 +84,7 @@ def function_gating(runs: pd.DataFrame) -> pd.DataFrame:
                      "withheld_per_task": variant.function_hints_withheld / max(variant.n_tasks, 1),
                      "prompt_tokens_per_task_always_on": always.prompt_tokens / max(always.n_tasks, 1),
                      "prompt_tokens_per_task": variant.prompt_tokens / max(variant.n_tasks, 1),
-                     **paired_as(always.success_by_task, variant.success_by_task, "always_on", "variant")})
+                     **paired_as(always, variant, "always_on", "variant")})
     table = pd.DataFrame(rows)
     table.attrs["notes"] = [FUNCTION_NOTE]
     return table
@@ -98,7 +98,7 @@ def online_vs_frozen(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for online, frozen in variant_runs(runs, {"online"}, "online_vs_frozen"):
         rows.append({**variant_cell(online), "k": online.k_text,
-                     **paired_as(frozen.success_by_task, online.success_by_task, "frozen", "online"),
+                     **paired_as(frozen, online, "frozen", "online"),
                      **_online_growth(online.path)})
     return pd.DataFrame(rows)
 
