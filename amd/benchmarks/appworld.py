@@ -275,7 +275,7 @@ def _assignments(tree: ast.AST) -> dict[str, list[tuple[int, ast.expr]]]:
         for target, value in pairs:
             for name in ast.walk(target):
                 if isinstance(name, ast.Name) and value is not None:
-                    found.setdefault(name.id, []).append((node.lineno, value))
+                    found.setdefault(name.id, []).append((name.lineno, value))
     return {name: sorted(values, key=lambda pair: pair[0]) for name, values in found.items()}
 
 
