@@ -257,3 +257,10 @@ def test_a_bank_build_puts_the_released_copy_in_place_only_where_it_is_the_same_
     assert reuse_bank(tmp_path / "built", close)
     assert load_bank(tmp_path / "built").manifest_sha256 == load_bank(close).manifest_sha256 != built.manifest_sha256
     assert not reuse_bank(tmp_path / "built", tmp_path / "nothing")
+
+
+def test_a_damaged_gzip_copy_is_one_clear_line(tmp_path):
+    cut = tmp_path / "trajectories.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"task_id": "t"}\n' * 50)[:30])
+    with pytest.raises(AmdError, match="not a whole gzip file"):
+        whole_lines(cut)
