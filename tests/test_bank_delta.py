@@ -53,12 +53,13 @@ def test_the_configs_embedder_delta_is_the_calibration_amd_records():
     assert paper["delta"] == OPENAI_DELTA["text-embedding-3-small"]
 
 
-def test_the_workflow_builds_a_bank_with_its_embedders_delta():
+def test_the_workflow_builds_a_bank_with_its_embedders_calibration_and_runs_with_the_configs_delta():
+    """A δ sweep changes the runs' flags, never the bank's build (tests/test_pipeline_workflow.py reruns it)."""
     grid = Grid(load_config())
     cell = next(cell for cell in grid.cells("ablation") if cell["method"] == "amd")
     build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(Wildcards(cell, seed='0'))} "
                         f"{grid.embedder_args(Wildcards(cell, seed='0'))} --out b")
-    assert build.delta == "st=0.33,wf=0.32"
+    assert build.delta is None and build.embedder == "local:all-minilm-l6-v2"
 
 
 def test_a_bad_build_delta_is_one_line(trajectories, tmp_path, capsys):

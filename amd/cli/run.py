@@ -19,6 +19,7 @@ from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
     AGENT_PARAM_DEFAULTS,
     CROSS_SPLITS,
+    MEMORY_FRAMINGS,
     PREFER_TEACHER,
     PROMPTING,
     PROTOCOLS,
@@ -73,6 +74,9 @@ def add_run_arguments(run) -> None:
                           "messages and native tools alone, as an official function-calling harness sends them; "
                           "json: one JSON object per reply (a call or the answer), its decoding constrained to the "
                           "tools' schemas (response_format json_schema: llama.cpp, vLLM)")
+    run.add_argument("--memory-framing", choices=MEMORY_FRAMINGS, default=MEMORY_FRAMINGS[0],
+                     help="labelled: retrieved memory delimited and labelled as data, never instructions (default); "
+                          "bare: the text alone, as the paper's releases inject it")
     run.add_argument("--think", choices=("on", "off"), default="off",
                      help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)
@@ -229,7 +233,8 @@ def _agent_factory(args):
 
     agent_class = AGENTS.load("model")
     params = recorded({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed,
-                       "prompting": args.prompting, "think": args.think == "on"}, AGENT_PARAM_DEFAULTS)
+                       "prompting": args.prompting, "think": args.think == "on",
+                       "memory_framing": args.memory_framing}, AGENT_PARAM_DEFAULTS)
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()

@@ -403,18 +403,16 @@ class Grid:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
 
     def build_args(self, wildcards) -> str:
-        """--method and the build option of each setting of the method, from the value the bank's path names, and
-        the embedder's δ for the method's types (the bank records it)."""
+        """--method and the build option of each setting of the method, from the value the bank's path names. No
+        --delta: the bank records its embedder's calibration, and the config's δ goes to each run, so a δ sweep
+        never rebuilds a bank."""
         names = layout.build_names(wildcards.method, wildcards.build)
         spec = method_spec(wildcards.method)
         options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
                    for setting in spec.settings}
         options |= {key: args.option_text(value) for key, value in
                     self.harness(wildcards.benchmark, "build_options").get(wildcards.method, {}).items()}
-        codes = {memory_type.code for memory_type in spec.types}
-        delta = {code: value for code, value in self.config["embedders"][wildcards.embedder].get("delta", {}).items()
-                 if code in codes}
-        return args.build_option_flags(wildcards.method, options, delta)
+        return args.build_option_flags(wildcards.method, options)
 
     def pool_member_banks(self, wildcards) -> list[str]:
         """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
