@@ -28,11 +28,12 @@ rule build_memory:
         embedder=grid.embedder_args,
         build=grid.build_args,
         benchmark=grid.benchmark_options,
+        reuse=grid.reuse_flag,
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
     shell:
         "{params.launch}{input.server} amd memory build --trajectories {input.trajectories} {params.build} {params.writer}"
-        " {params.embedder} {params.benchmark} --out {output} > {log} 2>&1"
+        " {params.embedder} {params.benchmark} --out {output} {params.reuse} > {log} 2>&1"
 
 
 use rule build_memory as build_memory_served with:

@@ -24,11 +24,12 @@ rule run_student_zero_shot:
         agent=lambda wc: grid.agent_args(wc.student),
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
+        resume=grid.resume_flag(grid.runs.zero_shot_run),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} --seed {wildcards.seed} > {log} 2>&1"
+        " {params.run} --seed {wildcards.seed} {params.resume} > {log} 2>&1"
 
 
 use rule run_student_zero_shot as run_student_zero_shot_served with:
@@ -70,11 +71,12 @@ rule run_student_memory:
         run=lambda wc: grid.run_args(wc.student, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "student", wc.student),
         memory=grid.memory_args,
+        resume=grid.resume_flag(grid.runs.memory_run),
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory}"
+        " {params.run} --seed {wildcards.seed} --memory {input.bank} {params.memory} {params.resume}"
         " > {log} 2>&1"
 
 

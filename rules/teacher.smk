@@ -24,11 +24,12 @@ rule run_teacher:
         agent=lambda wc: grid.agent_args(wc.teacher),
         run=lambda wc: grid.run_args(wc.teacher, wc.benchmark),
         benchmark=lambda wc: grid.benchmark_args(wc.benchmark, "teacher", wc.teacher),
+        resume=grid.resume_flag(grid.runs.teacher_run),
     message:
         "teacher {wildcards.teacher} on {wildcards.benchmark}"
     shell:
         "{params.launch}{input.server} amd run {wildcards.benchmark} {params.agent} --out {output} {params.benchmark}"
-        " {params.run} > {log} 2>&1"
+        " {params.run} {params.resume} > {log} 2>&1"
 
 
 use rule run_teacher as run_teacher_served with:

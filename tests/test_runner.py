@@ -1,6 +1,7 @@
 """The agent loop and the batch runner, on the fixture benchmark (no BFCL, no model)."""
 
 import json
+import logging
 
 import pytest
 from plugins.counter import CounterBenchmark
@@ -273,3 +274,29 @@ def test_no_progress_means_no_progress_lines(tmp_path, caplog):
     with caplog.at_level("INFO", logger="amd.run"):
         run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:1], tmp_path / "run.jsonl", progress=False)
     assert not [record for record in caplog.records if record.getMessage().startswith("progress:")]
+
+
+def test_a_seeded_run_copies_only_whole_records_of_its_own_setting_and_an_output_with_records_keeps_its_own(
+        tmp_path, caplog):
+    caplog.set_level(logging.INFO, "amd.run")
+    benchmark = CounterBenchmark()
+    tasks = benchmark.task_ids()
+    source, other, out = tmp_path / "released.jsonl", tmp_path / "other.jsonl", tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), tasks[:3], source, progress=False)
+    lines = source.read_bytes().splitlines(keepends=True)
+    run_tasks(oracle_spec(benchmark, agent_info=ORACLE_INFO | {"spec": "another"}), tasks[3:4], other, progress=False)
+    source.write_bytes(lines[0] + lines[1] + other.read_bytes() + lines[2][:30])  # another setting, a cut line
+    started = []
+
+    def make_agent(episode):
+        started.append(episode.task_id)
+        return OracleAgent(episode.reference_turns())
+
+    summary = run_tasks(oracle_spec(benchmark, make_agent=make_agent), tasks[:4], out, progress=False,
+                        seed_from=source)
+    assert summary.skipped == 2 and started == tasks[2:4]
+    assert out.read_bytes().splitlines(keepends=True)[:2] == lines[:2]  # the seeded records as they were written
+    assert "1 records of this run's tasks are of another setting" in caplog.text
+    started.clear()
+    run_tasks(oracle_spec(benchmark, make_agent=make_agent), tasks[:5], out, progress=False, seed_from=other)
+    assert started == tasks[4:5] and "resumes from them, not from" in caplog.text

@@ -50,6 +50,11 @@ def add_run_arguments(run) -> None:
                                       *(form for form in MODEL_FORMS if "serve" not in form)])
                      + " (an openai: or vllm: spec may end in #key=VAR, the variable that holds its key)")
     run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
+    run.add_argument("--resume-from", metavar="FILE",
+                     help="another copy of this run's output (JSONL, or .jsonl.gz: a release's): where --out holds "
+                          "no finished task, its whole, valid records of the same run (agent and memory setting) "
+                          "are copied into --out first, so their tasks are not run again; a missing FILE seeds "
+                          "nothing")
     run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the benchmark (each benchmark says which it takes)")
     run.add_argument("--user-model", metavar="SPEC",
@@ -162,7 +167,8 @@ def _run(args, benchmark, choose=None) -> int:
         spec = RunSpec(benchmark=benchmark, agent_info=agent_info, make_agent=make_agent, memory=memory,
                        memory_info=memory_info, limits=limits)
         summary = run_tasks(spec, task_ids, args.out, concurrency=args.concurrency,
-                            progress=not args.no_progress, progress_every_s=args.progress_every)
+                            progress=not args.no_progress, progress_every_s=args.progress_every,
+                            seed_from=args.resume_from)
     _report(args.out, summary, ledger)
     return 1 if summary.crashed else 0
 

@@ -81,6 +81,23 @@ def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[st
         faiss.write_index(flat_index(vectors[type_name], manifest["dim"]), str(tmp / f"{type_name}.faiss"))
     manifest["files"] = {path.name: sha256_file(path) for path in sorted(tmp.iterdir())}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    _put_in_place(tmp, out_dir)
+
+
+def copy_bank(bank: "Bank", out_dir) -> None:
+    """An opened bank's manifest and files (nothing else of its folder), copied to `out_dir` (replaced as write_bank
+    replaces it)."""
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in ["manifest.json", *_bank_files(bank.path, bank.manifest)]:
+        shutil.copyfile(bank.path / name, tmp / name)
+    _put_in_place(tmp, out_dir)
+
+
+def _put_in_place(tmp: Path, out_dir: Path) -> None:
+    """The written folder `tmp`, made durable, renamed to `out_dir` (whose old copy goes)."""
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
@@ -266,7 +283,7 @@ def _schema(manifest) -> object:
     return manifest.get("schema") if isinstance(manifest, dict) else None
 
 
-def _bank_files(path: Path, manifest: dict) -> list[str]:
+def _bank_files(path: Path, manifest: Mapping[str, Any]) -> list[str]:
     """The files a bank holds besides its manifest: those its types need and those its checksums name."""
     needed = {f"{t}.{ext}" for t in manifest["types"] for ext in ("jsonl", "faiss")}
     if manifest.get("files") is None:

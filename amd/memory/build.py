@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import amd
 from amd.core.errors import AmdError
 from amd.core.files import sha256_file
@@ -16,7 +18,7 @@ from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import method_spec
-from amd.memory.bank import BankContents, check_bank_out, write_bank
+from amd.memory.bank import BankContents, check_bank_out, copy_bank, load_bank, write_bank
 from amd.memory.bank_schema import BANK_SCHEMA, BankManifest, SourceFile
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
@@ -24,6 +26,7 @@ from amd.memory.screening import instruction_like
 from amd.memory.writing import open_writer
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
+VECTOR_TOLERANCE = 1e-4  # how far one embedder's vectors of the same texts may differ across machines (float rounding)
 SHOWN_IDS = 5  # entry ids a warning names
 log = logging.getLogger("amd.memory")
 
@@ -134,3 +137,29 @@ def _check_entries(contents: BankContents, method: str, groups: dict) -> None:
 
 def _unique(items: Sequence[Mapping[str, Any]]) -> list[dict]:
     return [json.loads(text) for text in dict.fromkeys(json.dumps(i, sort_keys=True) for i in items)]
+
+
+def reuse_bank(out_dir, released) -> bool:
+    """Put the bank at `released` (a release's copy of this build) at `out_dir` in place of the one just built there,
+    where the two are one build: the same manifest but for the vector files' checksums (the same sources, method,
+    writer, embedder and entries) and vectors equal to float rounding (the embedder on another machine). A run's
+    records name its bank's manifest sha256, so a run seeded from a release resumes only over the release's bank."""
+    if not Path(released, "manifest.json").exists():
+        log.info("%s: no bank released there; %s is the one just built", released, out_dir)
+        return False
+    built, other = load_bank(out_dir), load_bank(released)
+    same = (_without_vectors(built.manifest) == _without_vectors(other.manifest)
+            and all(np.allclose(built.vectors(t), other.vectors(t), atol=VECTOR_TOLERANCE) for t in built.entries))
+    if not same:
+        log.warning("%s: not the build just made (other sources, settings, entries or vectors): %s is kept as built, "
+                    "so runs seeded from a release over that bank run again", released, out_dir)
+        return False
+    copy_bank(other, out_dir)
+    log.info("%s: the released bank of this build, put in place of the one just built (manifest sha256 %s)",
+             out_dir, other.manifest_sha256[:12])
+    return True
+
+
+def _without_vectors(manifest: Mapping[str, Any]) -> dict:
+    files = {name: sha for name, sha in manifest.get("files", {}).items() if not name.endswith(".faiss")}
+    return {**manifest, "files": files}

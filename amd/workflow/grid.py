@@ -240,6 +240,27 @@ class Grid:
         other's."""
         return layout.under(template, None if self.name == DEFAULT_NAME else self.name)
 
+    def released(self, path: str) -> str | None:
+        """Where the config's release folder (`release`) keeps a file of its results tree; None without one."""
+        if "release" not in self.config:
+            return None
+        root = self.own_path("results/")
+        if not path.startswith(root):
+            raise ConfigError(f"config: {path} is outside this config's results tree {root}")
+        return f"{self.config['release'].rstrip('/')}/{layout.released_name(path[len(root):])}"
+
+    def resume_flag(self, template: str):
+        """For a run rule making `template`: `--resume-from` its run's released copy (params, never input)."""
+        def flag(wildcards) -> str:
+            released = self.released(template.format(**dict(wildcards)))
+            return f"--resume-from {args.quoted(released)}" if released else ""
+        return flag
+
+    def reuse_flag(self, wildcards) -> str:
+        """For a bank build: `--reuse` the released copy of the same build, where the config has a release."""
+        released = self.released(self.runs.bank_dir.format(**dict(wildcards)))
+        return f"--reuse {args.quoted(released)}" if released else ""
+
     def output_paths(self, name: str) -> list[str]:
         if name in output_names("figure"):
             return [self.own_path(layout.FIGURE).format(figure=name)]
