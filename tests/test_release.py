@@ -147,6 +147,19 @@ def test_a_sync_during_a_run_leaves_the_line_being_written_and_never_drops_a_rel
     run_file.write_bytes(lines[0] + lines[1].replace(b'"n_steps": ', b'"n_steps": 1').replace(b"\n", b"") + b"\n")
     refused = amd(copy, env, "release", "sync", "--configfile", "relpilot.yaml", check=False)
     assert refused.returncode == 2 and "hold different records of 1 tasks" in refused.stderr
+    # an online run killed between its two writes: the history's event of a task whose record is not written stays
+    # out of the release, so the task's event where the run resumes can differ
+    online = copy / RESULTS / ONLINE / "trajectories.jsonl"
+    history = online.with_name("trajectories.jsonl.online.jsonl")
+    events = history.read_bytes().splitlines(keepends=True)
+    run_file.write_bytes(b"".join(lines))
+    online.write_bytes(b"".join(online.read_bytes().splitlines(keepends=True)[:2]))
+    shutil.rmtree(copy / RELEASE)
+    amd(copy, env, "release", "sync", "--configfile", "relpilot.yaml")
+    released_history = copy / RELEASE / ONLINE / "trajectories.jsonl.online.jsonl.gz"
+    assert gzip.decompress(released_history.read_bytes()) == b"".join(events[:3])
+    history.write_bytes(b"".join(events[:3]) + events[3].replace(b'"success": ', b'"success": 1'))
+    amd(copy, env, "release", "sync", "--configfile", "relpilot.yaml")
 
 
 def test_a_fresh_checkout_checks_the_release_with_no_model_and_finds_any_change(pilot, tmp_path):
@@ -208,3 +221,46 @@ def test_a_bad_release_is_one_clear_line(tmp_path):
     (tmp_path / "MANIFEST.json").write_text('{"format": "amd.release/0"}')
     with pytest.raises(AmdError, match="expected 'amd.release/1'"):
         release.check(tmp_path)
+
+
+def test_a_bank_build_puts_the_released_copy_in_place_only_where_it_is_the_same_build(tmp_path):
+    import faiss
+    import numpy as np
+
+    from amd.memory.bank import copy_bank, flat_index, load_bank
+    from amd.memory.build import reuse_bank
+
+    env = os.environ | {"AMD_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    amd(tmp_path, env, "run", "bfcl", "--agent", "oracle", "--tasks", ",".join(TEACHER_TASKS), "--out", "o.jsonl",
+        "--no-progress")
+    for name, embedder in (("built", "hash:64"), ("other", "hash:32")):
+        amd(tmp_path, env, "memory", "build", "--trajectories", "o.jsonl", "--writer", "rules", "--embedder",
+            embedder, "--out", name)
+    built = load_bank(tmp_path / "built")
+
+    def released_with(shift: float) -> Path:
+        """The built bank as another machine's embedder would have made it: its vectors moved by `shift`."""
+        folder = tmp_path / f"released{shift}"
+        copy_bank(built, folder)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for type_name in built.entries:
+            vectors = built.vectors(type_name) + np.float32(shift)
+            faiss.write_index(flat_index(vectors, manifest["dim"]), str(folder / f"{type_name}.faiss"))
+            manifest["files"][f"{type_name}.faiss"] = release.sha256_file(folder / f"{type_name}.faiss")
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return folder
+
+    close, far = released_with(1e-6), released_with(0.1)
+    assert not reuse_bank(tmp_path / "built", tmp_path / "other")  # another embedder: another build
+    assert not reuse_bank(tmp_path / "built", far)
+    assert load_bank(tmp_path / "built").manifest_sha256 == built.manifest_sha256
+    assert reuse_bank(tmp_path / "built", close)
+    assert load_bank(tmp_path / "built").manifest_sha256 == load_bank(close).manifest_sha256 != built.manifest_sha256
+    assert not reuse_bank(tmp_path / "built", tmp_path / "nothing")
+
+
+def test_a_damaged_gzip_copy_is_one_clear_line(tmp_path):
+    cut = tmp_path / "trajectories.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"task_id": "t"}\n' * 50)[:30])
+    with pytest.raises(AmdError, match="not a whole gzip file"):
+        whole_lines(cut)

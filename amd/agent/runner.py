@@ -214,6 +214,9 @@ def seed_output(spec: RunSpec, task_ids: list[str], source: Path, out_path: Path
     if whole_lines(out_path):
         log.info("%s holds finished tasks of its own: it resumes from them, not from %s", out_path, source)
         return 0
+    if not source.exists():
+        log.info("%s: no such file, so nothing is seeded (a release that has none of this run yet)", source)
+        return 0
     chosen: dict[str, bytes] = {}
     records: dict[str, TrajectoryRecord] = {}
     other_setting = 0

@@ -12,6 +12,7 @@ import os
 import socket
 import stat
 import tempfile
+import zlib
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -37,7 +38,12 @@ def whole_lines(path) -> list[bytes]:
     path = Path(path)
     if not path.exists():
         return []
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:
+            raise AmdError(f"{path}: not a whole gzip file ({error})") from None
     return data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
 
 

@@ -82,8 +82,9 @@ def sync(grid: Grid, configfiles: list[str]) -> dict:
     counts = {}
     for run in runs:
         released = folder / layout.released_name(run[len(root):])
-        counts[run[len(root):]] = {"records": _sync_run(Path(run), released), "tasks": _task_count(grid, run)}
-        _sync_history(Path(run + HISTORY), folder / layout.released_name(run[len(root) :] + HISTORY))
+        records = _sync_run(Path(run), released)
+        counts[run[len(root):]] = {"records": records, "tasks": _task_count(grid, run)}
+        _sync_history(Path(run + HISTORY), folder / layout.released_name(run[len(root):] + HISTORY), records)
         for path in [*(Path(run + end) for end in SIDECARS), Path(run).with_name("score.json")]:
             _copy_file(path, folder / str(path)[len(root):])
     for bank in sorted(_banks(grid)):
@@ -129,9 +130,11 @@ def _merged(ours: dict, theirs: dict, run: Path, released: Path) -> dict:
     return ours | {task: item for task, item in theirs.items() if task not in ours}
 
 
-def _sync_history(history: Path, released: Path) -> None:
-    """An online run's history: results/'s whole lines where they extend the released ones."""
-    ours, theirs = whole_lines(released), whole_lines(history)
+def _sync_history(history: Path, released: Path, records: int) -> None:
+    """An online run's history: results/'s header and the events of its `records` released records, where they
+    extend the released ones (an event past them, of a task killed before its record was written, is not released:
+    the task runs again wherever the run resumes)."""
+    ours, theirs = whole_lines(released), whole_lines(history)[: 1 + records]
     if len(theirs) > len(ours) and theirs[: len(ours)] == ours:
         write_gzip(released, b"".join(theirs))
     elif ours[: len(theirs)] != theirs:
