@@ -50,6 +50,7 @@ from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
 from amd.core.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
 from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, TrajectoryRecord
 from amd.core.vocabulary import MemoryConfig
+from amd.memory.bank_schema import BankEntry, BankManifest
 from amd.memory.protocols import Exclusion
 
 if TYPE_CHECKING:
@@ -83,7 +84,9 @@ __all__ = [
     "AmdError",
     "Bank",
     "BankContents",
+    "BankEntry",
     "BankHooks",
+    "BankManifest",
     "Benchmark",
     "BuildContext",
     "CallByCallEpisode",

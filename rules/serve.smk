@@ -10,8 +10,6 @@ rule serve_model:
         grid.own_path("results/logs/servers/{server}.log"),
     group:
         grid.server_own_group
-    conda:
-        "../environment.yml"
     threads: 0
     resources:
         gpu=grid.server_gpus,

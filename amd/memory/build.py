@@ -18,7 +18,8 @@ from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import method_spec
-from amd.memory.bank import BANK_SCHEMA, BankContents, check_bank_out, copy_bank, load_bank, write_bank
+from amd.memory.bank import BankContents, check_bank_out, copy_bank, load_bank, write_bank
+from amd.memory.bank_schema import BANK_SCHEMA, BankManifest, SourceFile
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
 from amd.memory.screening import instruction_like
@@ -75,10 +76,10 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
     usage = writer_obj.usage()
-    manifest = {
+    manifest: BankManifest = {
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
         "method": {"name": method, "version": implementation.version},
-        "writer": writer_obj.describe(), **({"writer_usage": usage} if usage else {}),
+        "writer": writer_obj.describe(),
         "embedder": embedder.spec, "dim": embedder.dim,
         "sources": sources, "agents": _unique([record["agent"] for record in records]),
         "benchmarks": sorted({record["benchmark"] for record in records}),
@@ -87,16 +88,18 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
         "counts": {t: len(entries) for t, entries in contents.entries.items()},
         "instruction_like": screened,
-        **bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
-        **contents.manifest,
+        "delta": bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
     }
-    write_bank(Path(out_dir), manifest, contents, vectors)
-    return manifest
+    if usage:
+        manifest["writer_usage"] = usage
+    written = {**manifest, **contents.manifest}
+    write_bank(Path(out_dir), written, contents, vectors)
+    return written
 
 
-def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float]) -> dict:
-    """{"delta": {type name: δ}} for the method's `types` that the embedder's calibration or `given` (by code or
-    name, over it) sets; {} where neither sets any."""
+def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float]) -> dict[str, float]:
+    """{type name: δ} for the method's `types` that the embedder's calibration or `given` (by code or name, over it)
+    sets; {} where neither sets any."""
     known = {key for memory_type in types for key in (memory_type.code, memory_type.name)}
     if unknown := sorted(set(given) - known):
         raise AmdError(f"--delta for {', '.join(unknown)}: the method has no such memory type ({', '.join(sorted(known))})")
@@ -106,11 +109,12 @@ def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float
             for key in (memory_type.code, memory_type.name):
                 if key in values:
                     chosen[memory_type.name] = float(values[key])
-    return {"delta": chosen} if chosen else {}
+    return chosen
 
 
-def _read_sources(paths) -> tuple[list[dict], list[TrajectoryRecord]]:
-    sources, records = [], []
+def _read_sources(paths) -> tuple[list[SourceFile], list[TrajectoryRecord]]:
+    sources: list[SourceFile] = []
+    records: list[TrajectoryRecord] = []
     for path in paths:
         file_records = read_run(path)
         sources.append({"path": str(path), "sha256": sha256_file(path), "records": len(file_records),
@@ -156,6 +160,6 @@ def reuse_bank(out_dir, released) -> bool:
     return True
 
 
-def _without_vectors(manifest: dict) -> dict:
+def _without_vectors(manifest: Mapping[str, Any]) -> dict:
     files = {name: sha for name, sha in manifest.get("files", {}).items() if not name.endswith(".faiss")}
-    return manifest | {"files": files}
+    return {**manifest, "files": files}

@@ -4,7 +4,7 @@ bank, try retrieval."""
 import json
 import textwrap
 from collections import Counter
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
@@ -134,7 +134,7 @@ def run_pool(args) -> int:
 
 def run_show(args) -> int:
     bank = load_bank(args.bank)
-    manifest = bank.manifest
+    manifest: dict[str, Any] = dict(bank.manifest)  # the method's own fields too
     say(f"bank {args.bank} (manifest sha256 {bank.manifest_sha256[:12]})")
     say(f"method {manifest['method']['name']} {manifest['method']['version']}, writer {manifest['writer']['spec']}, "
           f"embedder {manifest['embedder']} ({manifest['dim']}-dim), "

@@ -126,7 +126,7 @@ class OnlineAmdHooks(AmdHooks):
             return event
         chat, usage = self._counted(self._writer_chat(task))
         built = build_entries(record, self.benchmark, chat, types=self.types,
-                              settings=BuildSettings.described(self.bank.manifest.get("build_settings")))
+                              settings=BuildSettings.described(self.bank.method_field("build_settings")))
         event["writer"] = usage
         event["audit"] = dict(built.audit)
         shared, unit = self.settings.protocol == SHARED, unit_field(self.settings.protocol)
