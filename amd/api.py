@@ -12,7 +12,8 @@ declares every member amd reads; optional members have their defaults there.
 - A memory method has two modules: a light one holding its `MethodSpec` (the entry point names it: types, configs,
   options, tables, read without importing the method), and the method itself, a class (`MemoryMethod`: `name`,
   `version`, `build`, `open`) whose `open` returns hooks, usually a subclass of `BankHooks` (retrieval under the
-  leakage protocols). Options arrive parsed by their `Option` declaration: bool, int, float or str.
+  leakage protocols; `BankHooks.excluded(task)` is the task's `Exclusion`, for a method that picks entries itself).
+  Options arrive parsed by their `Option` declaration: bool, int, float or str.
 - Mark a plug-in's classes `@typing.final` and run a type checker (mypy) over them: it then names any required
   member a class lacks, before any run does.
 
@@ -49,6 +50,8 @@ from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
 from amd.core.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
 from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, TrajectoryRecord
 from amd.core.vocabulary import MemoryConfig
+from amd.memory.bank_schema import BankEntry, BankManifest
+from amd.memory.protocols import Exclusion
 
 if TYPE_CHECKING:
     from amd.analysis.cells import student_runs
@@ -81,7 +84,9 @@ __all__ = [
     "AmdError",
     "Bank",
     "BankContents",
+    "BankEntry",
     "BankHooks",
+    "BankManifest",
     "Benchmark",
     "BuildContext",
     "CallByCallEpisode",
@@ -91,6 +96,7 @@ __all__ = [
     "Config",
     "Episode",
     "EpisodeRecord",
+    "Exclusion",
     "ExecutedCall",
     "FunctionInfo",
     "Injection",
@@ -129,3 +135,7 @@ if not TYPE_CHECKING:
         if name not in _LAZY:
             raise AttributeError(f"module 'amd.api' has no attribute {name!r}")
         return getattr(importlib.import_module(_LAZY[name]), name)
+
+    def __dir__() -> list[str]:
+        """The module's names and the lazily loaded ones, so `dir()` and `help(amd.api)` list every public name."""
+        return sorted(set(globals()) | set(_LAZY))

@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_step_overhead import recorded_requests
+from bench_step_overhead import recorded
 
 from amd.core.paths import cache_dir
 from amd.llm.cache import ResponseCache, request_key
 
-IDENTITY = "vllm:bench"  # the identity of recorded_requests' model
+IDENTITY = "vllm:bench"  # the model identity of the format used until 2026-11-30
 
 
 def encoded(body: dict) -> bytes:
@@ -50,9 +50,9 @@ def old_put(root: Path, body: dict, reply: dict) -> Path:
     return path
 
 
-def new_put(cache: ResponseCache, sent: bytes, reply: dict) -> Path:
+def new_put(cache: ResponseCache, identity: str, sent: bytes, reply: dict) -> Path:
     """Today's format, as ChatModel writes it: `sent` is the request body already encoded for sending."""
-    key = request_key(IDENTITY, sent)
+    key = request_key(identity, sent)
     cache.put(key, reply)
     return cache.root / key[:2] / f"{key}.json"
 
@@ -69,14 +69,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     args = parser.parse_args()
     os.environ["AMD_CACHE_DIR"] = tempfile.mkdtemp(prefix="amd-bench-")
-    bodies = recorded_requests([f"multi_turn_base_{i}" for i in range(args.tasks)], cache=True)
-    replies = [ResponseCache(cache_dir("responses")).get(request_key(IDENTITY, encoded(body))) for body in bodies]
+    bodies, identity = recorded([f"multi_turn_base_{i}" for i in range(args.tasks)], cache=True)
+    replies = [ResponseCache(cache_dir("responses")).get(request_key(identity, encoded(body))) for body in bodies]
     assert all(reply is not None for reply in replies), "a recorded request was not found under its key"
     old_root, new_cache = Path(tempfile.mkdtemp(prefix="amd-bench-old-")), ResponseCache(cache_dir("fresh"))
     results = {"old": [], "new": []}
     for body, reply in zip(bodies, replies):
         results["old"].append(timed(old_put, old_root, body, reply))
-        results["new"].append(timed(new_put, new_cache, encoded(body), reply))
+        results["new"].append(timed(new_put, new_cache, identity, encoded(body), reply))
     print(f"response cache over {args.tasks} BFCL tasks, {len(bodies)} replies:")
     for name, label in (("old", "until 2026-11-30 (request + reply)"), ("new", "now (key + reply)")):
         cpu, sizes = zip(*results[name])

@@ -67,6 +67,9 @@ def main() -> None:
         changed += end is not None and calls(text[:end]) != calls(text)
         after_call += tokens_after(text, first_call_end(text), tokens)
     print(f"{len(steps)} steps, {capped} at the {args.max_tokens}-token cap, {total} completion tokens")
+    if not total:
+        print("no completion tokens in these runs (a model run's files are what this reads): nothing to estimate")
+        return
     print(f"(a) after the first complete JSON value: ~{after_value:.0f} tokens ({100 * after_value / total:.1f} %); "
           f"stopping there changes the calls of {changed:.0f} replies")
     print(f"(b) after the first complete call: ~{after_call:.0f} tokens ({100 * after_call / total:.1f} %); "

@@ -2,6 +2,7 @@
 retrieval by AppWorld-style labels on a generated bank.
 
     .venv/bin/python bench/bench_delta.py [--embedder local:all-minilm-l6-v2] [--bank DIR] [--part bfcl|appworld]
+                                          [--limit N]
 
 BFCL: builds (or reuses) the bank of the oracle teacher's 200 BFCL trajectories with the `rules` writer and the
 given embedder, then, as a student run under `self_excluded` would, compares every task's instruction with the
@@ -34,21 +35,19 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-DEFAULT_CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
 # δ keeps unrelated memory out of a small student's prompt, so it is chosen for precision: at most this share of
 # unrelated pairs passes it. (Youden's J, the balanced choice, is printed beside it.)
 MAX_UNRELATED_KEPT = 0.01
 
 
-def build(bank: Path, embedder: str) -> None:
+def build(bank: Path, embedder: str, limit: int | None = None) -> None:
     teacher = bank.parent / "oracle.jsonl"
     amd = [sys.executable, "-m", "amd.cli"]
     subprocess.run([*amd, "run", "bfcl", "--agent", "oracle", "--concurrency", "4", "--no-progress",
-                    "--out", str(teacher)], check=True)
+                    *(["--limit", str(limit)] if limit else []), "--out", str(teacher)], check=True)
     subprocess.run([*amd, "memory", "build", "--trajectories", str(teacher), "--embedder", embedder,
                     "--out", str(bank)], check=True)
 
@@ -81,6 +80,9 @@ def report(name: str, related: np.ndarray, unrelated: np.ndarray,
            meaning: tuple[str, str] = ("a common function", "no common app")) -> None:
     quantiles = (0.1, 0.25, 0.5, 0.75, 0.9)
     print(f"\n{name}: {len(related)} related pairs ({meaning[0]}), {len(unrelated)} unrelated ({meaning[1]})")
+    if not len(related) or not len(unrelated):
+        print("  too few tasks for both kinds of pair (--limit): nothing to compare")
+        return
     for label, values in (("related", related), ("unrelated", unrelated)):
         shown = "  ".join(f"q{int(q * 100)} {np.quantile(values, q):.3f}" for q in quantiles)
         print(f"  {label:10s} {shown}")
@@ -97,14 +99,14 @@ def report(name: str, related: np.ndarray, unrelated: np.ndarray,
               f"{(unrelated >= delta).mean():.1%} of unrelated")
 
 
-def bfcl_part(bank_dir: Path, embedder_spec: str) -> None:
+def bfcl_part(bank_dir: Path, embedder_spec: str, limit: int | None = None) -> None:
     from amd.core.registry import create_benchmark
     from amd.memory.bank import load_bank
     from amd.memory.embed import get_embedder
 
     if not bank_dir.exists():
         bank_dir.parent.mkdir(parents=True, exist_ok=True)
-        build(bank_dir, embedder_spec)
+        build(bank_dir, embedder_spec, limit)
     bank = load_bank(bank_dir)
     embedder = get_embedder(bank.manifest["embedder"])
     benchmark = create_benchmark("bfcl")
@@ -253,18 +255,27 @@ def appworld_part(embedder_spec: str, config_delta: float) -> None:
         print(f"    δ {delta:.2f}: {none:.0%} find none, {right:.0%} find a related one first")
 
 
+def default_subtask_delta(embedder: str) -> float:
+    """The subtask δ the default config (config/base.yaml under config/config.yaml) gives `embedder`; else the
+    authors' 0.45."""
+    from amd.workflow.config import active_config
+
+    embedders = active_config({}).get("embedders", {}).values()
+    return next((entry.get("delta", {}).get("st") for entry in embedders if entry["spec"] == embedder), None) or 0.45
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="local:all-minilm-l6-v2")
     parser.add_argument("--bank", help="where the bank of the oracle's BFCL trajectories is (built there if absent)")
     parser.add_argument("--part", choices=("bfcl", "appworld"), help="one part only (default: both)")
+    parser.add_argument("--limit", type=int, help="the oracle's first N BFCL tasks only (default: all 200)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("AMD_CACHE_DIR", str(Path(tmp) / "cache"))
-        config_delta = next((entry.get("delta", {}).get("st") for entry in DEFAULT_CONFIG["embedders"].values()
-                             if entry["spec"] == args.embedder), None) or 0.45  # the default config's subtask δ
+        config_delta = default_subtask_delta(args.embedder)
         if args.part != "appworld":
-            bfcl_part(Path(args.bank or Path(tmp) / "bank"), args.embedder)
+            bfcl_part(Path(args.bank or Path(tmp) / "bank"), args.embedder, args.limit)
         if args.part != "bfcl":
             appworld_part(args.embedder, config_delta)
 

@@ -3,7 +3,8 @@ those that ended at the step cap, its steps, and the steps a task took after it 
 made with the same arguments (what a rule that stopped a task at its first repeat would have saved, and the tasks
 such a rule would have cost); then each memory run against the zero-shot run of its student over the tasks both
 have finished (a run still going, or stopped, counts only its finished tasks): solved with 95 % Wilson intervals and
-the exact sign test. Reads the run files under a results folder; Snakemake's job times are printed by
+the exact sign test, by the benchmark's verdict and by the strict one (amd.benchmarks.base.strict_success: solved
+and ended by the agent before the step cap). Reads the run files under a results folder; Snakemake's job times are printed by
 bench/bench_embedded_default.py --results.
 
     .venv/bin/python bench/bench_evidence_run.py [--results results]
@@ -16,6 +17,7 @@ from pathlib import Path
 from amd.analysis.layout import describe_run
 from amd.analysis.paired import paired_counts
 from amd.analysis.stats import wilson
+from amd.benchmarks.base import strict_success
 
 
 def task_figures(record: dict) -> dict:
@@ -38,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results")
     args = parser.parse_args()
-    runs = {}
+    runs, strict_runs = {}, {}
     print("| run | tasks | solved | at the step cap | steps | tasks that repeat a call | steps after the first "
           "repeat | solved though they repeat | seconds in tasks |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -48,6 +50,8 @@ def main() -> None:
             continue
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         runs[(cell["student"], cell["memcfg"])] = {record["task_id"]: record["success"] for record in records}
+        strict_runs[(cell["student"], cell["memcfg"])] = {record["task_id"]: strict_success(record)
+                                                         for record in records}
         rows = [task_figures(record) for record in records]
         steps = sum(row["steps"] for row in rows)
         after = sum(row["after_repeat"] for row in rows)
@@ -55,12 +59,15 @@ def main() -> None:
               f"{sum(row['capped'] for row in rows)} | {steps} | {sum(row['repeats'] for row in rows)} | "
               f"{after} ({100 * after / max(steps, 1):.0f} %) | "
               f"{sum(row['repeats'] and row['success'] for row in rows)} | {sum(row['wall_s'] for row in rows):.0f} |")
+    print("\nBy the benchmark's verdict:")
     print_paired(runs)
+    print("\nBy the strict verdict (solved, and ended by the agent before the step cap):")
+    print_paired(strict_runs)
 
 
 def print_paired(runs: dict) -> None:
     """Each memory run against its student's zero-shot run, over the tasks both finished."""
-    print("\n| student | memory | tasks both finished | zero-shot solved [95 % CI] | with memory [95 % CI] | "
+    print("| student | memory | tasks both finished | zero-shot solved [95 % CI] | with memory [95 % CI] | "
           "memory only | zero-shot only | sign test p |")
     print("|---|---|---|---|---|---|---|---|")
     for (student, memcfg), verdicts in sorted(runs.items()):

@@ -21,6 +21,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 from amd.agent.agents import ModelAgent
+from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.core.registry import create_benchmark
 from amd.llm import open_model
@@ -58,7 +59,7 @@ def run_round(benchmark, model, task_ids) -> dict:
         timings["start_ms"].append(1000 * (time.thread_time() - cpu_started))
         scoring = timed(episode)
         started, cpu_started = time.perf_counter(), time.thread_time()
-        record = run_episode(ModelAgent(model), episode, Limits())
+        record = run_episode(ModelAgent(model), episode, Limits(), TaskContext(task_id, task_id, episode.instruction))
         steps = record["n_steps"]
         timings["cpu_ms"].append(1000 * (time.thread_time() - cpu_started - scoring["cpu_s"]) / steps)
         timings["wall_ms"].append(1000 * (time.perf_counter() - started - scoring["wall_s"]) / steps)

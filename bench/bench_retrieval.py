@@ -71,7 +71,7 @@ def main() -> None:
             full.append(time.perf_counter() - started)
             vector = hooks.embedder.embed_one(query)
             started = time.perf_counter()
-            hooks.bank.search("subtask", vector, 1, -1.0, task.task_group)
+            hooks.bank.search("subtask", vector, 1, -1.0, hooks.excluded(task))
             search_only.append(time.perf_counter() - started)
             assert hits, "every query must retrieve one entry"
     print(f"top-1 retrieval over {args.entries} entries ({args.embedder}): "

@@ -30,6 +30,7 @@ from replay_model import ground_truth_answers, replay_model
 from scripted_server import ScriptedServer
 
 from amd.agent.agents import ModelAgent
+from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.core.registry import create_benchmark
 from amd.llm import open_model
@@ -39,15 +40,22 @@ from amd.llm.client import PER_REQUEST_HEADERS, resolve_params, sdk_client
 def recorded_requests(task_ids, cache: bool = False) -> list[dict]:
     """The request bodies of real BFCL episodes run through the agent loop against a replay server (model
     `vllm:bench`). Equal tool lists are one object again, as within an episode, where amd encodes them once."""
+    return recorded(task_ids, cache)[0]
+
+
+def recorded(task_ids, cache: bool = False) -> tuple[list[dict], str]:
+    """`recorded_requests`, and the model identity their replies are cached under (the response cache's key)."""
     benchmark, tool_lists = create_benchmark("bfcl"), {}
     with ScriptedServer(replay_model(ground_truth_answers(task_ids))) as server, \
             open_model(f"vllm:bench@{server.url}", {"cache": cache}) as model:
         for task_id in task_ids:
-            run_episode(ModelAgent(model), benchmark.start(task_id), Limits())
+            episode = benchmark.start(task_id)
+            run_episode(ModelAgent(model), episode, Limits(), TaskContext(task_id, task_id, episode.instruction))
         bodies = [received.body for received in server.chat_requests()]
+        identity = model.identity
     for body in bodies:
         body["tools"] = tool_lists.setdefault(json.dumps(body["tools"]), body["tools"])
-    return bodies
+    return bodies, identity
 
 
 def cpu_ms(call, *args) -> float:

@@ -17,8 +17,6 @@ rule make_table:
         grid.own_path("results/logs/tables/{table}.log"),
     benchmark:
         grid.own_path("results/benchmarks/tables/{table}.tsv")
-    conda:
-        "../environment.yml"
     threads: 1
     params:
         note=grid.note(),
@@ -43,8 +41,6 @@ rule make_figure:
         grid.own_path("results/logs/figures/{figure}.log"),
     benchmark:
         grid.own_path("results/benchmarks/figures/{figure}.tsv")
-    conda:
-        "../environment.yml"
     threads: 1
     params:
         note=grid.note(),

@@ -15,8 +15,6 @@ rule build_memory:
     wildcard_constraints:
         teacher=grid.agent_names(),
         writer=grid.other_writers(),
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         llm_api=grid.bank_api_slots,
@@ -40,8 +38,6 @@ rule pool_memory:
         benchmark_path(f"{grid.runs.bank_dir}/pool.log")
     wildcard_constraints:
         teacher=grid.pool_names(),
-    conda:
-        "../environment.yml"
     threads: 1
     params:
         teachers=grid.pool_member_names,

@@ -9,8 +9,6 @@ rule estimate_cost:
         md=grid.own_path(layout.ESTIMATE).replace("{ext}", "md"),
     log:
         grid.own_path("results/logs/plan/estimate.log"),
-    conda:
-        "../environment.yml"
     threads: 1
     params:
         config=grid.config_json(),

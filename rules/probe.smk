@@ -15,8 +15,6 @@ rule run_student_probe:
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         local_llm=grid.local_llm_slots,

@@ -12,8 +12,6 @@ rule score_run:
         "results/benchmarks/{run}/score.tsv"
     wildcard_constraints:
         run=r"[A-Za-z0-9_./-]+",
-    conda:
-        "../environment.yml"
     threads: 1
     message:
         "score {input}"

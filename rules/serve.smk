@@ -14,8 +14,6 @@ for batch in grid.batches():
             batch_outputs(batch),
         log:
             batch.log,
-        conda:
-            "../environment.yml"
         threads: 0  # its jobs wait on their server: their number is set by serve.max_in_flight, not by --cores
         resources:
             **batch.resources,

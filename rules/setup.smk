@@ -7,8 +7,6 @@ rule setup_benchmark:
         touch(layout.SETUP_DONE),
     log:
         "results/logs/setup/{target}.log",
-    conda:
-        "../environment.yml"
     threads: 1
     message:
         "set up: make {wildcards.target}"

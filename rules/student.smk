@@ -13,8 +13,6 @@ rule run_student_zero_shot:
         benchmark_path(grid.runs.zero_shot_run)
     wildcard_constraints:
         student=grid.other_agents(),
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         local_llm=grid.local_llm_slots,
@@ -42,8 +40,6 @@ rule run_student_memory:
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         local_llm=grid.local_llm_slots,

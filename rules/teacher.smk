@@ -13,8 +13,6 @@ rule run_teacher:
         benchmark_path(grid.runs.teacher_run)
     wildcard_constraints:
         teacher=grid.other_agents(),
-    conda:
-        "../environment.yml"
     threads: 1
     resources:
         local_llm=grid.local_llm_slots,

@@ -15,8 +15,6 @@ rule view_run:
         "results/benchmarks/{run}/view.tsv"
     wildcard_constraints:
         run=r"[A-Za-z0-9_./-]+",
-    conda:
-        "../environment.yml"
     threads: 1
     params:
         pairing=grid.view_args,

@@ -1,6 +1,7 @@
 """amd.api, the public API of plug-ins: the type checker holds a plug-in to its contracts before any run does, options
 arrive parsed by their declaration, and a registry refuses an entry that is not what it holds."""
 
+import pydoc
 import re
 import subprocess
 import sys
@@ -87,3 +88,11 @@ def test_every_public_name_is_there_and_says_what_it_is():
         if callable(value) and not isinstance(value, Registry):
             doc = (value.__doc__ or "").strip()
             assert doc and not doc.startswith(f"{name}("), name  # not a dataclass's generated signature
+
+
+def test_help_lists_the_lazily_loaded_names_and_exclusion_is_public():
+    shown = pydoc.render_doc(amd.api, renderer=pydoc.plaintext)
+    for name in ("BankHooks", "Bank", "BuildContext", "injection_records", "Exclusion"):
+        assert f"\n    {name}" in shown or f"class {name}" in shown, name
+    assert set(amd.api.__all__) <= set(dir(amd.api))
+    assert amd.api.Exclusion("source_group", "g1").hides({"source_group": "g1", "source_task_id": "t1"})

@@ -52,10 +52,34 @@ def test_an_error_on_a_line_without_an_api_call_is_the_call_whose_response_it_re
              'total = 0\nfor item in history:\n    total += item["amount"]\n')
     key_error = ('Execution failed. Traceback:\n  File "<python-input>", line 5, in <module>\n'
                  '    total += item["amount"]\nKeyError: \'amount\'')
-    assert failing_calls(block, key_error) == ["venmo.show_transactions"]  # the outer call returned last
+    assert failing_calls(block, key_error) == ["venmo.show_transactions"]  # item <- history <- the outer call
     assert failing_calls(block, key_error, "line") == []  # the earlier rule: only a call on that line
     on_line = key_error.replace("line 5", "line 2")
     assert failing_calls(block, on_line) == ["venmo.show_transactions", "venmo.login"]
+
+
+def traceback_at(line: int, error: str) -> str:
+    return f'Execution failed. Traceback:\n  File "<python-input>", line {line}, in <module>\n{error}'
+
+
+LOGIN = 'token = apis.venmo.login(username="a@b.com", password="pw")["access_token"]\n'
+
+
+def test_the_failing_function_is_the_call_whose_result_the_failing_line_reads_not_the_last_one_above():
+    """Issue 40's three tracebacks: a misread response two calls back, an error no API call caused, and a read in a
+    loop of a response assigned below it."""
+    misread = (LOGIN + 'when = "today"\nbalance = apis.venmo.show_venmo_balance(access_token=token)\n'
+               'cards = apis.venmo.show_payment_cards(access_token=token)\nprint(len(cards))\n'
+               'print(balance["balance"])\n')
+    assert failing_calls(misread, traceback_at(6, "KeyError: 'balance'")) == ["venmo.show_venmo_balance"]
+    not_an_api = (LOGIN + 'history = apis.venmo.show_transactions(access_token=token)\nfrom datetime import datetime\n'
+                  'day = datetime.strptime("2023-13-45", "%Y-%m-%d")\n')
+    assert failing_calls(not_an_api, traceback_at(4, "ValueError: time data does not match")) == []
+    loop = (LOGIN + 'for index in range(3):\n    if index > 0:\n        print(page["items"])\n'
+            '    page = apis.venmo.show_transactions(access_token=token, page_index=index)\n')
+    assert failing_calls(loop, traceback_at(4, "KeyError: 'items'")) == ["venmo.show_transactions"]
+    through = LOGIN + 'found = apis.venmo.search_users(access_token=token, query="Bo")\nfirst = found[0]\nprint(first["id"])\n'
+    assert failing_calls(through, traceback_at(4, "KeyError: 'id'")) == ["venmo.search_users"]  # first <- found
 
 
 SOLUTION = '''# Canary String: not a statement

@@ -33,14 +33,13 @@ def test_a_bank_records_the_delta_it_was_built_with_and_a_run_uses_it(trajectori
     assert told == {"workflow": 0.1, "subtask": 0.6}
     assert open_memory(tmp_path / "bank", "wf_st", delta=0.2).describe()["delta"] == {"workflow": 0.2, "subtask": 0.2}
     plain = build_bank([trajectories], "amd", "rules", "hash:64", tmp_path / "plain")  # no δ known for hash:64
-    assert "delta" not in plain
+    assert plain["delta"] == {}
     assert open_memory(tmp_path / "plain", "wf_st").describe()["delta"] == {"workflow": 0.30, "subtask": 0.45}
 
 
 def test_the_delta_a_bank_records_is_the_embedders_calibration_for_the_methods_types():
-    assert bank_delta(AMD_TYPES, LocalMiniLM.calibrated_delta, {}) == {"delta": {"workflow": 0.32, "subtask": 0.33}}
-    assert bank_delta(AMD_TYPES, LocalMiniLM.calibrated_delta, {"st": 0.4}) == {
-        "delta": {"workflow": 0.32, "subtask": 0.4}}
+    assert bank_delta(AMD_TYPES, LocalMiniLM.calibrated_delta, {}) == {"workflow": 0.32, "subtask": 0.33}
+    assert bank_delta(AMD_TYPES, LocalMiniLM.calibrated_delta, {"st": 0.4}) == {"workflow": 0.32, "subtask": 0.4}
     assert bank_delta(method_spec("reasoningbank").types, LocalMiniLM.calibrated_delta, {}) == {}
     with pytest.raises(AmdError, match="--delta for rb: the method has no such memory type"):
         bank_delta(AMD_TYPES, {}, {"rb": 0.3})
@@ -53,12 +52,13 @@ def test_the_configs_embedder_delta_is_the_calibration_amd_records():
     assert paper["delta"] == OPENAI_DELTA["text-embedding-3-small"]
 
 
-def test_the_workflow_builds_a_bank_with_its_embedders_delta():
+def test_the_workflow_builds_a_bank_with_its_embedders_calibration_and_runs_with_the_configs_delta():
+    """A δ sweep changes the runs' flags, never the bank's build (tests/test_pipeline_workflow.py reruns it)."""
     grid = Grid(load_config())
     cell = next(cell for cell in grid.cells("ablation") if cell["method"] == "amd")
     build = parse_shell(f"amd memory build --trajectories t.jsonl {grid.build_args(Wildcards(cell, seed='0'))} "
                         f"{grid.embedder_args(Wildcards(cell, seed='0'))} --out b")
-    assert build.delta == "st=0.33,wf=0.32"
+    assert build.delta is None and build.embedder == "local:all-minilm-l6-v2"
 
 
 def test_a_bad_build_delta_is_one_line(trajectories, tmp_path, capsys):

@@ -62,3 +62,17 @@ def test_its_outputs_plan_its_runs_under_names_of_their_own(grid, tmp_path):
     assert {layout.describe_run(path)["memcfg"] for path in runs if "student-" in path} == {
         "zero_shot", "wf_st_fn", "wf_st_fn_online"}
     assert all("-qwen15_evidence/" in path or "-oracle_evidence/" in path for path in runs)
+
+
+def test_its_runs_and_bank_continue_from_its_tracked_release(grid):
+    """docs/guides/releases.md: the experiment's outputs go to release/cpu_evidence as they grow, and its jobs start
+    from what that folder holds; the folder is never ignored by git."""
+    import subprocess
+
+    zero_shot = next(path for path in grid.output_runs("table2_ablation") if "/zero_shot/" in path)
+    assert grid.released(zero_shot) == "release/cpu_evidence/" + zero_shot.removeprefix("results/cpu_evidence/") + ".gz"
+    assert grid.command(zero_shot).endswith(f" --resume-from {grid.released(zero_shot)}")
+    ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", grid.released(zero_shot),
+                              "release/cpu_evidence/agentdojo/bank/amd/b/workflow.faiss"], capture_output=True,
+                             text=True, check=False)
+    assert ignored.returncode == 1 and not ignored.stdout  # none of them ignored

@@ -215,3 +215,17 @@ def test_groups_writes_json_and_a_bad_benchmark_is_one_line(tmp_path, capsys):
     assert written["merged"]["banking/user_task_1"]["tasks"] == [f"banking/user_task_{n}" for n in (1, 7, 8, 10)]
     assert main(["groups", "agentdoj"]) == 2
     assert "unknown benchmark 'agentdoj'" in capsys.readouterr().err
+
+
+def test_a_cross_split_keeps_duplicates_on_one_side_whatever_groups_the_bank_was_built_with(tmp_path):
+    from amd.memory.protocols import eval_task_ids
+
+    built = {f"t{n}": f"t{n}" for n in range(20)}  # a bank built before duplicates were joined: each task alone
+    (tmp_path / "manifest.json").write_text(json.dumps({"task_groups": built}))
+    apart = [seed for seed in range(20)
+             if ("t0" in eval_task_ids(tmp_path, "cross_split", seed)) != ("t1" in eval_task_ids(tmp_path, "cross_split", seed))]
+    assert apart  # the bank's own groups split the twins under some seeds
+    now = {**built, "t1": "t0"}
+    for seed in apart:
+        held_out = eval_task_ids(tmp_path, "cross_split", seed, now)
+        assert ("t0" in held_out) == ("t1" in held_out)

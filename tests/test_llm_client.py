@@ -375,6 +375,7 @@ def test_qwen3_thinking_is_off_unless_asked_and_only_for_qwen3_on_vllm():
 
 def test_official_prompting_sends_the_benchmark_messages_alone():
     from amd.agent.agents import ModelAgent
+    from amd.agent.hooks import as_retrieved_memory
     from amd.llm import open_model
 
     tools = [{"type": "function", "function": {"name": "ls", "description": "List.", "parameters": {
@@ -388,7 +389,7 @@ def test_official_prompting_sends_the_benchmark_messages_alone():
                 agent.act()
         sent = [request.body["messages"] for request in server.chat_requests()]
     assert sent[0] == [{"role": "user", "content": "List my files."}]
-    assert sent[1][0] == {"role": "system", "content": "MEMORY"} and len(sent[1]) == 2
+    assert sent[1][0] == {"role": "system", "content": as_retrieved_memory("MEMORY")} and len(sent[1]) == 2
     assert sent[2][0]["role"] == "system" and "MEMORY" not in sent[2][0]["content"] and len(sent[2][0]["content"]) > 20
     with pytest.raises(AmdError, match="unknown prompting"):
         open_model(f"vllm:student@{server.url}", {"prompting": "bfcl"})

@@ -5,6 +5,7 @@ student sees retrieved memory only inside a labelled, delimited block with its c
 import json
 import logging
 import re
+from pathlib import Path
 
 import pytest
 from scripted_server import ScriptedServer
@@ -82,7 +83,8 @@ def test_a_bank_build_counts_and_names_the_entries_that_read_as_instructions(poi
     assert f"{screened['count']} of {screened['of']} entries read as instructions to the agent" in caplog.text
 
 
-def test_a_student_sees_retrieved_attack_text_only_inside_the_labelled_block(poisoned, tmp_path):
+def student_system_prompts(poisoned, out: Path, *flags: str) -> list[str]:
+    """The system prompts a scripted student got on the clean tasks, retrieving from the poisoned bank."""
     tmp, _ = poisoned
     if not (tmp / "bank").exists():
         assert main(["memory", "build", "--trajectories", str(tmp / "teacher.jsonl"), "--embedder", "hash:64",
@@ -95,11 +97,23 @@ def test_a_student_sees_retrieved_attack_text_only_inside_the_labelled_block(poi
 
     with ScriptedServer(student, model="student") as server:
         assert main(["run", "agentdojo", "--agent", f"vllm:student@{server.url}", "--tasks", ",".join(CLEAN),
-                     "--out", str(tmp_path / "student.jsonl"), "--memory", str(tmp / "bank"), "--memory-config",
-                     "wf_st_fn", "--delta", "wf=0,st=0", "--max-retries", "0", "--no-progress"]) == 0
-        prompts = [request.body["messages"][0]["content"] for request in server.chat_requests()
-                   if request.body["messages"][0]["role"] == "system"]
+                     "--out", str(out), "--memory", str(tmp / "bank"), "--memory-config", "wf_st_fn",
+                     "--delta", "wf=0,st=0", "--max-retries", "0", "--no-progress", *flags]) == 0
+        return [request.body["messages"][0]["content"] for request in server.chat_requests()
+                if request.body["messages"][0]["role"] == "system"]
+
+
+def test_a_student_sees_retrieved_attack_text_only_inside_the_labelled_block(poisoned, tmp_path):
+    prompts = student_system_prompts(poisoned, tmp_path / "student.jsonl")
     exposed = [prompt for prompt in prompts if ATTACK_TEXT in prompt]
     assert exposed  # retrieval brought the attack to the student (k and delta as the test sets them)
     for prompt in exposed:
         assert ATTACK_TEXT not in BLOCK.sub("", prompt) and not CONTROLS.search(prompt.replace("\n", ""))
+
+
+def test_bare_framing_shows_memory_as_the_releases_inject_it_and_is_recorded(poisoned, tmp_path):
+    prompts = student_system_prompts(poisoned, tmp_path / "bare.jsonl", "--memory-framing", "bare")
+    assert any(ATTACK_TEXT in prompt for prompt in prompts)  # the same memory reaches the student...
+    assert not any("<retrieved-memory>" in prompt for prompt in prompts)  # ...without the labelled block
+    records = [json.loads(line) for line in (tmp_path / "bare.jsonl").read_text().splitlines()]
+    assert {record["agent"]["params"]["memory_framing"] for record in records} == {"bare"}

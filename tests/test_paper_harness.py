@@ -286,7 +286,7 @@ def test_appworld_options_a_preset_and_single_options_in_its_place():
     assert mixed.history_chars == 0 and mixed.code_blocks == "all" and mixed.output_chars == 20_000
     assert harness_from_options(step_cap="scored").describe() == {"step_cap": "scored"}
     assert harness_from_options(failing_call="line").describe() == {"failing_call": "line"}
-    assert PAPER.failing_call == "before"  # the paper's Fig. 9 rule is the default of both presets
+    assert PAPER.failing_call == "read"  # the project's rule (after the paper's Fig. 9) is the default of both presets
     for options, message in (({"harness": "ace"}, "harness must be one of amd, paper"),
                              ({"code_blocks": "last"}, "code_blocks must be one of all, first"),
                              ({"output_chars": "lots"}, "output_chars must be a whole number")):

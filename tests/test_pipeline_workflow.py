@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from workflow_lint import lint_problems
 
 from amd.core.vocabulary import output_names
 
@@ -384,8 +385,9 @@ def test_local_model_jobs_never_run_more_than_the_profiles_cap_at_once(workdir):
 
 
 def test_lint_and_snakefmt_are_clean():
-    lint = subprocess.run([str(SNAKEMAKE), "--lint"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    assert lint_problems(SNAKEMAKE) == []  # but the rules' conda environment: none can build amd (workflow_lint.py)
+    rules = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    assert not [path.name for path in rules if re.search(r"^\s*(conda|container):", path.read_text(), re.MULTILINE)]
     fmt = subprocess.run([str(Path(sys.executable).parent / "snakefmt"), "--check", "."], check=False,
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr

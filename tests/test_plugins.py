@@ -79,6 +79,7 @@ def assert_notes_from_other_groups(records, k):
         assert len(notes) == k and all(note["type"] == NOTE for note in notes), record["task_id"]
         groups = {note["source_task_id"].rsplit("_", 1)[0] for note in notes}
         assert record["task_group"] not in groups, record["task_id"]  # never a variant of its own scenario
+        assert record["task_group"] not in {note["source_group"] for note in notes}  # and the record says so
 
 
 def test_the_plugins_come_from_their_installed_distribution_only(plugin):

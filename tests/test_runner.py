@@ -1,13 +1,14 @@
 """The agent loop and the batch runner, on the fixture benchmark (no BFCL, no model)."""
 
 import json
+import logging
 
 import pytest
 from plugins.counter import CounterBenchmark
 
 from amd.agent.agents import OracleAgent
 from amd.agent.base import AgentReply
-from amd.agent.hooks import Injection, TaskContext, as_retrieved_memory
+from amd.agent.hooks import Injection, TaskContext
 from amd.agent.loop import Limits, run_episode
 from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import Proposal
@@ -175,7 +176,8 @@ def test_memory_hooks_are_called_and_recorded():
 
     agent, memory = CallsBadThenStops(), RecordingMemory()
     record = run_episode(agent, CounterBenchmark().start("count_1_0"), Limits(), context("count_1_0"), memory)
-    assert agent.memory_text == as_retrieved_memory("MEMORY BLOCK") and agent.last_hint == as_retrieved_memory("HINT")
+    # the loop hands the method's text over as it is; a model agent frames it (tests/test_memory_as_data.py)
+    assert agent.memory_text == "MEMORY BLOCK" and agent.last_hint == "HINT"
     assert memory.after_error_calls == [["sub"]]
     assert record["system_memory"][0]["entry_id"] == "w1"
     assert record["turns"][0]["steps"][0]["injected_memory"][0]["entry_id"] == "f1"
@@ -273,3 +275,29 @@ def test_no_progress_means_no_progress_lines(tmp_path, caplog):
     with caplog.at_level("INFO", logger="amd.run"):
         run_tasks(oracle_spec(benchmark), benchmark.task_ids()[:1], tmp_path / "run.jsonl", progress=False)
     assert not [record for record in caplog.records if record.getMessage().startswith("progress:")]
+
+
+def test_a_seeded_run_copies_only_whole_records_of_its_own_setting_and_an_output_with_records_keeps_its_own(
+        tmp_path, caplog):
+    caplog.set_level(logging.INFO, "amd.run")
+    benchmark = CounterBenchmark()
+    tasks = benchmark.task_ids()
+    source, other, out = tmp_path / "released.jsonl", tmp_path / "other.jsonl", tmp_path / "run.jsonl"
+    run_tasks(oracle_spec(benchmark), tasks[:3], source, progress=False)
+    lines = source.read_bytes().splitlines(keepends=True)
+    run_tasks(oracle_spec(benchmark, agent_info=ORACLE_INFO | {"spec": "another"}), tasks[3:4], other, progress=False)
+    source.write_bytes(lines[0] + lines[1] + other.read_bytes() + lines[2][:30])  # another setting, a cut line
+    started = []
+
+    def make_agent(episode):
+        started.append(episode.task_id)
+        return OracleAgent(episode.reference_turns())
+
+    summary = run_tasks(oracle_spec(benchmark, make_agent=make_agent), tasks[:4], out, progress=False,
+                        seed_from=source)
+    assert summary.skipped == 2 and started == tasks[2:4]
+    assert out.read_bytes().splitlines(keepends=True)[:2] == lines[:2]  # the seeded records as they were written
+    assert "1 records of this run's tasks are of another setting" in caplog.text
+    started.clear()
+    run_tasks(oracle_spec(benchmark, make_agent=make_agent), tasks[:5], out, progress=False, seed_from=other)
+    assert started == tasks[4:5] and "resumes from them, not from" in caplog.text

@@ -18,7 +18,8 @@ from amd.analysis.viewer import build_page, render, write_view
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.schema import validate
-from amd.memory.bank import BANK_SCHEMA, BankContents, write_bank
+from amd.memory.bank import BankContents, write_bank
+from amd.memory.bank_schema import BANK_SCHEMA
 from amd.memory.online import history_path
 
 # Model text that tries to run: each must reach the page as text, never as markup.

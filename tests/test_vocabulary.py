@@ -103,7 +103,7 @@ def test_the_command_line_reads_every_type_and_each_options_flag():
                                             "a=b", flag])
         assert parsed.memory_option == ["a=b", f"{name}=true"]
         with pytest.raises(AmdError, match=f"takes no --memory bank and no memory option .*{flag}"):
-            _memory(build_parser().parse_args(["run", "bfcl", "--agent", "oracle", "--out", "x", flag]), {}, {})
+            _memory(build_parser().parse_args(["run", "bfcl", "--agent", "oracle", "--out", "x", flag]), {}, {}, {})
 
 
 def test_the_workflow_wildcards_take_every_registered_config_method_and_output_and_nothing_else():
@@ -121,8 +121,10 @@ def test_the_workflow_wildcards_take_every_registered_config_method_and_output_a
 # Words that also mean something outside memory, and the only parts of amd where they are used so.
 OTHER_MEANINGS = {
     "function": ("agent", "benchmarks", "llm"),  # the OpenAI tool type {"type": "function", "function": ...}
-    "amd": ("cli", "core", "llm", "benchmarks"),  # the program; --prompting amd
+    "amd": ("cli", "core", "llm", "benchmarks", "workflow"),  # the program, its package folder; --prompting amd
     "rb": ("core", "llm"),  # a file mode
+    "prompts": ("workflow",),  # the checkout's prompts/ folder (a release names the commit's state of it)
+    "audit": ("analysis",),  # amd groups --audit: an audit of a run's injections
 }
 
 

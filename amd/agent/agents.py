@@ -10,6 +10,7 @@ from typing import Any
 
 from amd.agent.base import AgentReply
 from amd.agent.history import trimmed
+from amd.agent.hooks import as_retrieved_memory
 from amd.agent.json_steps import read_step, step_format
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome
 from amd.benchmarks.parsing import parse_code_reply, parse_first_code_block, parse_reply
@@ -57,9 +58,14 @@ class ModelAgent:
         self._system = ""  # the system prompt without memory
         self._memory: dict[str, Any] = {"start": "", "turn": "", "first": False}
 
+    def _framed(self, memory_text: str) -> str:
+        """Memory as this agent shows it: labelled as retrieved data (amd.agent.hooks.as_retrieved_memory), or bare
+        as the paper's releases inject it (memory_framing bare)."""
+        return memory_text if self.model.params["memory_framing"] == "bare" else as_retrieved_memory(memory_text)
+
     def begin(self, tools: list[dict], memory_text: str, memory_first: bool = False) -> None:
         self.tools = tools
-        self._memory = {"start": memory_text, "turn": "", "first": memory_first}
+        self._memory = {"start": self._framed(memory_text), "turn": "", "first": memory_first}
         prompting = self.model.params["prompting"]
         if prompting == OFFICIAL:
             self._begin_official()
@@ -106,6 +112,7 @@ class ModelAgent:
             del self.messages[0]
 
     def add_user(self, text: str, memory_text: str = "", memory_in_system: bool = False) -> None:
+        memory_text = self._framed(memory_text)
         if memory_in_system:
             self._memory["turn"] = memory_text
             self._place_system()
@@ -140,6 +147,7 @@ class ModelAgent:
         return result
 
     def observe(self, proposals: list[Proposal], outcome: StepOutcome, hint: str = "") -> None:
+        hint = self._framed(hint)
         observations = list(outcome.observations)
         if hint and observations:
             observations[-1] = f"{observations[-1]}\n\n{hint}"

@@ -107,6 +107,13 @@ class MemoryHooks(Protocol):
         """Called once before the run's first task."""
         return
 
+    def seed(self, source_out: Path, out_path: Path, records: list[TrajectoryRecord]) -> int:
+        """Before a run seeded from another copy of its output (amd run --resume-from), ahead of `run_start`: copy
+        what the method keeps beside `source_out` for `records` (the run's first tasks, in order, for a memory that
+        runs one task at a time) beside `out_path`; return how many of them it can resume. A method that keeps
+        nothing beside the output resumes them all."""
+        return len(records)
+
     def episode_end(self, task: TaskContext, record: dict[str, Any]) -> None:
         """Called with each finished task's trajectory record just before it is written to the output (methods
         that update memory online); an exception here leaves the task unwritten, so a rerun retries it."""

@@ -7,8 +7,8 @@ official harness's turn loop (`official_turns`, BFCL's `harness=official`) has n
 `max_steps_per_turn` executed steps and then the closing reply in each turn (bfcl-eval force-quits on the step
 after the 20th), and ends a turn at a reply whose calls cannot all be decoded, as bfcl-eval's loop does. The
 environment may end the task after a step (the agent called its completion function). Memory enters at three
-points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`), each time delimited and
-labelled as retrieved data, never instructions (`as_retrieved_memory`).
+points: the system prompt at start, each user turn, after an error (`amd.agent.hooks`); the agent shows it to its
+model (the model agent: delimited and labelled as retrieved data, never instructions, unless told to show it bare).
 """
 
 import time
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from amd.agent.base import Agent
-from amd.agent.hooks import Injection, MemoryHooks, TaskContext, as_retrieved_memory
+from amd.agent.hooks import Injection, MemoryHooks, TaskContext
 from amd.benchmarks.base import Episode, counted_success
 from amd.core.trajectory import (
     EpisodeRecord,
@@ -50,7 +50,7 @@ def run_episode(agent: Agent, episode: Episode, limits: Limits, task: TaskContex
     model step (a run's progress counts them)."""
     started = time.monotonic()
     system = memory.task_start(task) if memory is not None else Injection()
-    agent.begin(episode.tools, as_retrieved_memory(system.text), memory_first=system.first)
+    agent.begin(episode.tools, system.text, memory_first=system.first)
     turns: list[Turn] = []
     queries = list(system.queries)  # every retrieval query of the task, in order (a memory run's memory_queries)
     requests: list[int] = []  # HTTP requests sent per step
@@ -124,7 +124,7 @@ def _run_turns(agent: Agent, episode: Episode, limits: Limits, task: TaskContext
     while (user := episode.next_user_message(last_reply)) is not None:
         task.turn = user
         injected = memory.user_turn(task, user) if memory is not None else Injection()
-        agent.add_user(user, as_retrieved_memory(injected.text), memory_in_system=injected.in_system)
+        agent.add_user(user, injected.text, memory_in_system=injected.in_system)
         turn: Turn = {"user": user, "steps": [], "injected_memory": _records(injected)}
         taken.turns.append(turn)
         taken.queries += injected.queries
@@ -188,7 +188,7 @@ def _run_step(agent: Agent, episode: Episode, task: TaskContext, memory: MemoryH
         taken.queries += hint.queries
         if hint.details:
             step["memory_details"] = hint.details
-    agent.observe(reply.proposals, outcome, as_retrieved_memory(hint.text))
+    agent.observe(reply.proposals, outcome, hint.text)
     return step, None, outcome.finished
 
 

@@ -6,6 +6,10 @@ is written twice. When every task is done the file is rewritten in task order in
 
 A memory whose bank changes as tasks finish (online memory) runs its tasks one at a time in task order, and a
 crash stops the run there, so a rerun resumes in the same order and every task sees what its predecessors left.
+
+A run may also be seeded from another copy of its output (`seed_from`: a release's, on a machine that has no
+results/ of its own): before it starts, an output holding no finished task gets that copy's whole, valid records of
+the same run (benchmark, agent and memory setting) as they are, so none of their tasks is asked of a model again.
 """
 
 import hashlib
@@ -26,8 +30,8 @@ from amd.agent.progress import PROGRESS_EVERY_S, Progress
 from amd.benchmarks.base import Benchmark, Episode
 from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
-from amd.core.files import DISK_FULL
-from amd.core.schema import RunFile, drop_truncated_tail, read_run, write_expected_tasks
+from amd.core.files import DISK_FULL, atomic_file, whole_lines
+from amd.core.schema import RunFile, drop_truncated_tail, parse_line, read_run, write_expected_tasks
 from amd.core.trajectory import SCHEMA_NAME, TrajectoryRecord, same_setting
 from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 from amd.llm.base import ModelUnreachable
@@ -57,8 +61,10 @@ class RunSummary:
 
 
 def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1,
-              progress: bool = True, progress_every_s: float = PROGRESS_EVERY_S) -> RunSummary:
+              progress: bool = True, progress_every_s: float = PROGRESS_EVERY_S, seed_from=None) -> RunSummary:
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    if seed_from is not None:
+        seed_output(spec, task_ids, Path(seed_from), Path(out_path))
     finished_records = _finished_records(spec, out_path)
     done = {record["task_id"] for record in finished_records}
     todo = [task_id for task_id in task_ids if task_id not in done]
@@ -199,6 +205,50 @@ def _finished_records(spec: RunSpec, out_path) -> list[TrajectoryRecord]:
                 raise AmdError(f"{out_path} holds a different run ({key} {stored} here, {expected} asked); "
                                "choose another --out")
     return records
+
+
+def seed_output(spec: RunSpec, task_ids: list[str], source: Path, out_path: Path) -> int:
+    """Copy `source`'s whole, valid records of this run and of its tasks into `out_path`, which holds no finished
+    task (else it resumes itself and `source` is not read); how many were copied. A memory that runs one task at a
+    time takes the first tasks in task order only, as far as it can resume them (MemoryHooks.seed)."""
+    if whole_lines(out_path):
+        log.info("%s holds finished tasks of its own: it resumes from them, not from %s", out_path, source)
+        return 0
+    if not source.exists():
+        log.info("%s: no such file, so nothing is seeded (a release that has none of this run yet)", source)
+        return 0
+    chosen: dict[str, bytes] = {}
+    records: dict[str, TrajectoryRecord] = {}
+    other_setting = 0
+    for number, line in enumerate(whole_lines(source), start=1):
+        record = parse_line(line, source, number) if line.strip() else None
+        if record is None or record["task_id"] not in task_ids or record["task_id"] in chosen:
+            continue
+        if not _same_run(spec, record):
+            other_setting += 1
+            continue
+        chosen[record["task_id"]], records[record["task_id"]] = line, record
+    order = [task_id for task_id in task_ids if task_id in chosen]
+    if spec.memory is not None and spec.memory.one_task_at_a_time:
+        order = order[: next((i for i, task_id in enumerate(order) if task_id != task_ids[i]), len(order))]
+    if spec.memory is not None and order:
+        order = order[: spec.memory.seed(source, out_path, [records[task_id] for task_id in order])]
+    if order:
+        with atomic_file(out_path, "wb") as handle:
+            handle.writelines(chosen[task_id] for task_id in order)
+    log.info("seeded %s with %d finished tasks of %s", out_path, len(order), source)
+    if other_setting:
+        log.warning("%s: %d records of this run's tasks are of another setting (benchmark, agent or memory, e.g. "
+                    "another bank): not seeded, their tasks run again", source, other_setting)
+    if len(order) < len(chosen):
+        log.warning("%s: %d finished tasks not seeded: the run's memory changes in task order and cannot resume "
+                    "past task %d", source, len(chosen) - len(order), len(order))
+    return len(order)
+
+
+def _same_run(spec: RunSpec, record: TrajectoryRecord) -> bool:
+    return (record["benchmark"] == spec.benchmark.name and _same_setting("agent", record["agent"], spec.agent_info)
+            and _same_setting("memory", record["memory"], spec.memory_info))
 
 
 def _same_setting(key: str, stored: Any, asked: dict[str, Any]) -> bool:

@@ -284,6 +284,7 @@ def rendered(name: str, runs, note: str = ""):
 
 
 def write_figure(name: str, runs, out_path, note: str = "") -> None:
-    """The registered figure `name` as a PDF."""
+    """The registered figure `name` as a PDF, the same bytes for the same runs (no creation date in it: a release's
+    figure is checked against one rebuilt from its runs, amd.workflow.release)."""
     with rendered(name, runs, note) as fig:
-        fig.savefig(out_path)
+        fig.savefig(out_path, metadata={"CreationDate": None})

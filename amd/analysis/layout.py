@@ -40,6 +40,16 @@ RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd vie
 FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks", "servers")
 
 
+# A release folder (a config's `release`, kept by `amd release sync`) holds files of the config's results tree at
+# the same paths under it, JSON-lines files gzipped (run files, online histories: `released_name`).
+PACKED = ".gz"
+
+
+def released_name(relative: str) -> str:
+    """The name a release keeps a results file under: a .jsonl file gzipped, any other as it is."""
+    return relative + PACKED if relative.endswith(".jsonl") else relative
+
+
 WILDCARDS = {"seed": r"[0-9]+", "build": BUILD, "variant": VARIANT}
 
 

@@ -51,6 +51,7 @@ DATASET = "test_normal"  # the paper's evaluation set
 OPTIONS = ("root", "dataset", *HARNESS_OPTIONS)
 FAILED = "Execution failed."  # how AppWorld's execute begins the output of a block that raised
 INPUT_LINE = re.compile(r'File "<python-input>", line (\d+)')
+API_FAILURE = re.compile(r"^Exception: Response status code is \d+", re.MULTILINE)  # an API call itself failed
 SOLUTION = "solution"  # the function of a ground-truth compiled_solution.py: solution(apis, requester)
 
 
@@ -212,20 +213,86 @@ def api_calls(code: str) -> list[ExecutedCall]:
             for node, name in _api_call_nodes(code)]
 
 
-def failing_calls(code: str, output: str, rule: str = "before") -> list[str]:
-    """The API functions called on the line of the block where the traceback ends; where that line calls none, under
-    `rule` "before" the API call that returned last above it (an error reading its response, paper Fig. 9), under
-    "line" none."""
+def failing_calls(code: str, output: str, rule: str = "read") -> list[str]:
+    """The API functions an error in a block is blamed on (function memory looks them up), where the traceback ends
+    on a line of the block. The project's rule, `read` (the default): the API calls whose results the failing line
+    reads, followed through the block's assignments (a name's last assignment above the line, else one at or below
+    it, which a loop carries back; a for loop's target from what it iterates), else the API calls on that line,
+    else none; an API's own failure (AppWorld's "Response status code is N") is the call on that line that raised.
+    `line` (amd's earlier rule): only the calls on that line."""
     lines = INPUT_LINE.findall(output)
     if not lines:
         return []
     line = int(lines[-1])
     calls = _api_call_nodes(code)
-    on_line = [name for node, name in calls if node.lineno <= line <= _end_line(node)]
-    if on_line or rule == "line":
-        return list(dict.fromkeys(on_line))
-    before = sorted((_end_line(node), node.end_col_offset or 0, name) for node, name in calls if _end_line(node) < line)
-    return [name for *_, name in before[-1:]]  # the call that returned last: an outer call after its arguments
+    on_line = list(dict.fromkeys(name for node, name in calls if node.lineno <= line <= _end_line(node)))
+    if rule == "line" or (on_line and API_FAILURE.search(output)):
+        return on_line
+    read = _calls_read(code, line)
+    return read or on_line
+
+
+def _calls_read(code: str, line: int) -> list[str]:
+    """The API calls whose results flow into the names that line `line` of `code` reads (through assignments)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    sources = _assignments(tree)
+    found: list[str] = []
+    seen: set[str] = set()
+    pending = [node.id for node in ast.walk(tree)
+               if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno == line]
+    while pending:
+        name = pending.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        assigned = sources.get(name, [])
+        above = [value for at, value in assigned if at < line]
+        for value in above[-1:] or [value for at, value in assigned if at >= line]:
+            results = _result_calls(value)
+            found += results
+            if not results:
+                pending += [node.id for node in ast.walk(value)
+                            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+    return list(dict.fromkeys(found))
+
+
+def _assignments(tree: ast.AST) -> dict[str, list[tuple[int, ast.expr]]]:
+    """Name -> (line, the expression its value comes from) for every assignment in the block, in line order."""
+    found: dict[str, list[tuple[int, ast.expr]]] = {}
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.expr, ast.expr | None]] = []
+        if isinstance(node, ast.Assign):
+            pairs = [(target, node.value) for target in node.targets]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            pairs = [(node.target, node.value)]
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            pairs = [(node.target, node.iter)]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            pairs = [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars]
+        for target, value in pairs:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name) and value is not None:
+                    found.setdefault(name.id, []).append((name.lineno, value))
+    return {name: sorted(values, key=lambda pair: pair[0]) for name, values in found.items()}
+
+
+def _result_calls(value: ast.expr) -> list[str]:
+    """The API calls whose results the expression's value is made of: every API call in it except those only
+    passed as another API call's arguments (that call consumes them)."""
+    found: list[str] = []
+    pending: list[ast.AST] = [value]
+    while pending:
+        node = pending.pop(0)
+        name = _api_name(node.func) if isinstance(node, ast.Call) else None
+        if name:
+            found.append(name)
+            pending.append(node.func)  # type: ignore[attr-defined]  # a Call: its callee, never its arguments
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _api_call_nodes(code: str) -> list[tuple[ast.Call, str]]:

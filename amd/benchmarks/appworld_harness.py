@@ -16,10 +16,10 @@ that amd's default does not, each a benchmark option, all of them at once with `
   after `max_steps` and evaluates every task), where amd's default counts it failed.
 
 One more option is amd's own, not ACE's (the release has no AppWorld AMD agent to compare with): `failing_call`,
-which API function an error's function memory is looked up for. `before` (the default, after the paper's Fig. 9,
-where the student misreads an API's response on a later line): the API call on the line where the traceback ends,
-else the last API call before that line in the block; `line`: only a call on that line (amd's
-earlier rule).
+which API functions an error's function memory is looked up for. `read` (the default, the project's rule, after the
+paper's Fig. 9, where the student misreads an API's response on a later line): the API calls whose results the
+failing line reads, followed through the block's assignments, else an API call on that line, else none; an API's
+own failure is the call on that line (`amd.benchmarks.appworld.failing_calls`); `line`: only a call on that line (amd's earlier rule).
 
 ACE's `max_tokens` (2048 by default, 4096 in the release's configs) is the run's `--max-tokens`, not an option here.
 """
@@ -30,7 +30,7 @@ from typing import Any
 from amd.core.errors import AmdError
 
 CHOICES = {"guide": ("amd", "paper"), "code_blocks": ("all", "first"), "step_cap": ("failed", "scored"),
-           "failing_call": ("before", "line")}
+           "failing_call": ("read", "line")}
 NUMBERS = ("output_chars", "history_chars")  # 0: no limit
 
 
@@ -41,7 +41,7 @@ class AppWorldHarness:
     output_chars: int = 0
     history_chars: int = 0
     step_cap: str = "failed"
-    failing_call: str = "before"
+    failing_call: str = "read"
 
     def describe(self) -> dict:
         """The settings that differ from amd's (recorded with the data version; {} for the default)."""

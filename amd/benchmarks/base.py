@@ -243,8 +243,10 @@ class Benchmark(Protocol):
 class CallByCallEpisode(Episode):
     """`execute` for a tool-call episode that runs a step's proposals one at a time: `check_call(proposal)` reads a
     proposal into (name, arguments), raising CallRejected for one it refuses, and `run_call(name, arguments)` runs
-    it, returning (observation, failed). Each step's executed calls, as canonical strings, go into `decoded_calls`
-    (per turn, per step: `next_user_message` appends a list for each turn it starts)."""
+    it, returning (observation, failed). `decoded_calls` holds the executed calls as canonical strings, per turn, per
+    step: the subclass creates it empty (in `__init__`) and its `next_user_message` appends an empty list for each
+    turn it starts; `execute` (here) appends each step's calls to the current turn's list; `score` returns it in the
+    `Verdict`."""
 
     decoded_calls: list[list[list[str]]]
 

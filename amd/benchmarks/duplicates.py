@@ -82,7 +82,15 @@ def exclusion_groups(benchmark: Benchmark) -> ExclusionGroups:
 
 def find_groups(task_ids: list[str], own: dict[str, str], signatures: dict[str, TaskSignature]) -> ExclusionGroups:
     """Join the tasks' own groups wherever two tasks are duplicates; `task_ids` in the benchmark's order."""
-    links = [*_equal_links(task_ids, own, signatures), *_instruction_links(task_ids, own, signatures)]
+    links: list[Link] = []
+    linked: set[frozenset[str]] = set()  # pairs of own groups a link joins already: one link each is enough
+    for link in _equal_links(task_ids, own, signatures, linked):
+        if frozenset((own[link.first], own[link.second])) not in linked:
+            linked.add(frozenset((own[link.first], own[link.second])))
+            links.append(link)
+    for link in _instruction_links(task_ids, own, signatures, linked):
+        linked.add(frozenset((own[link.first], own[link.second])))
+        links.append(link)
     root = {group: group for group in own.values()}
 
     def find(group: str) -> str:
@@ -98,7 +106,8 @@ def find_groups(task_ids: list[str], own: dict[str, str], signatures: dict[str, 
     return ExclusionGroups({task: find(own[task]) for task in task_ids}, dict(own), links)
 
 
-def _equal_links(task_ids: list[str], own: dict[str, str], signatures: dict[str, TaskSignature]) -> Iterable[Link]:
+def _equal_links(task_ids: list[str], own: dict[str, str], signatures: dict[str, TaskSignature],
+                 linked: set[frozenset[str]]) -> Iterable[Link]:
     for key in KEYS:
         first_of: dict[str, str] = {}
         for task in task_ids:
@@ -106,17 +115,25 @@ def _equal_links(task_ids: list[str], own: dict[str, str], signatures: dict[str,
             if value is None:
                 continue
             first = first_of.setdefault(value, task)
-            if own[first] != own[task]:
+            if own[first] != own[task] and frozenset((own[first], own[task])) not in linked:
                 yield Link(first, task, key)
 
 
-def _instruction_links(task_ids: list[str], own: dict[str, str],
-                       signatures: dict[str, TaskSignature]) -> Iterable[Link]:
-    texts = {task: normalised(text) for task in task_ids if (text := signatures[task].instruction) is not None}
-    for first, second in itertools.combinations(texts, 2):
-        if own[first] == own[second]:
+def _instruction_links(task_ids: list[str], own: dict[str, str], signatures: dict[str, TaskSignature],
+                       linked: set[frozenset[str]]) -> Iterable[Link]:
+    """Tasks with the same normalised instruction, each to the first that has it; then each such first task against
+    the others (AgentDojo's injection pairs of a user task share its prompt: compared once)."""
+    first_of: dict[str, str] = {}
+    for task in task_ids:
+        if (text := signatures[task].instruction) is None:
             continue
-        similarity = instruction_similarity(texts[first], texts[second])
+        first = first_of.setdefault(normalised(text), task)
+        if own[first] != own[task] and frozenset((own[first], own[task])) not in linked:
+            yield Link(first, task, "instruction")
+    for (text, first), (other, second) in itertools.combinations(first_of.items(), 2):
+        if own[first] == own[second] or frozenset((own[first], own[second])) in linked:
+            continue
+        similarity = instruction_similarity(text, other)
         if similarity >= INSTRUCTION_SIMILARITY:
             yield Link(first, second, "instruction", round(similarity, 3))
 

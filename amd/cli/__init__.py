@@ -8,6 +8,7 @@
   amd serve-run --model M -- CMD       (amd.workflow.serve: a command against a server of its own)
   amd probe BENCHMARK ... --probe-size N (amd.cli.probe: `amd run` on a small fixed probe set of the tasks)
   amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
+  amd release sync --configfile F | check DIR (amd.workflow.release: a config's outputs as a checksummed release)
 """
 
 import argparse
@@ -149,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     importlib.import_module("amd.cli.run").register(commands)
     _add_score(commands)
-    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.workflow.serve", "amd.cli.probe", "amd.workflow.plan"):
+    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.workflow.serve", "amd.cli.probe", "amd.workflow.plan",
+                   "amd.workflow.release"):
         importlib.import_module(module).register(commands)
     return parser
 

@@ -19,6 +19,7 @@ from amd.core.trajectory import recorded
 from amd.core.vocabulary import (
     AGENT_PARAM_DEFAULTS,
     CROSS_SPLITS,
+    MEMORY_FRAMINGS,
     PREFER_TEACHER,
     PROMPTING,
     PROTOCOLS,
@@ -50,6 +51,11 @@ def add_run_arguments(run) -> None:
                                       *(form for form in MODEL_FORMS if "serve" not in form)])
                      + " (an openai: or vllm: spec may end in #key=VAR, the variable that holds its key)")
     run.add_argument("--out", required=True, help="trajectory file (JSONL); an existing one is resumed")
+    run.add_argument("--resume-from", metavar="FILE",
+                     help="another copy of this run's output (JSONL, or .jsonl.gz: a release's): where --out holds "
+                          "no finished task, its whole, valid records of the same run (agent and memory setting) "
+                          "are copied into --out first, so their tasks are not run again; a missing FILE seeds "
+                          "nothing")
     run.add_argument("--benchmark-option", action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the benchmark (each benchmark says which it takes)")
     run.add_argument("--user-model", metavar="SPEC",
@@ -68,6 +74,9 @@ def add_run_arguments(run) -> None:
                           "messages and native tools alone, as an official function-calling harness sends them; "
                           "json: one JSON object per reply (a call or the answer), its decoding constrained to the "
                           "tools' schemas (response_format json_schema: llama.cpp, vLLM)")
+    run.add_argument("--memory-framing", choices=MEMORY_FRAMINGS, default=MEMORY_FRAMINGS[0],
+                     help="labelled: retrieved memory delimited and labelled as data, never instructions (default); "
+                          "bare: the text alone, as the paper's releases inject it")
     run.add_argument("--think", choices=("on", "off"), default="off",
                      help="Qwen3's thinking (vllm: specs only); off as in the paper")
     run.add_argument("--seed", type=int, default=0)
@@ -162,7 +171,8 @@ def _run(args, benchmark, choose=None) -> int:
         spec = RunSpec(benchmark=benchmark, agent_info=agent_info, make_agent=make_agent, memory=memory,
                        memory_info=memory_info, limits=limits)
         summary = run_tasks(spec, task_ids, args.out, concurrency=args.concurrency,
-                            progress=not args.no_progress, progress_every_s=args.progress_every)
+                            progress=not args.no_progress, progress_every_s=args.progress_every,
+                            seed_from=args.resume_from)
     _report(args.out, summary, ledger)
     return 1 if summary.crashed else 0
 
@@ -223,7 +233,8 @@ def _agent_factory(args):
 
     agent_class = AGENTS.load("model")
     params = recorded({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed,
-                       "prompting": args.prompting, "think": args.think == "on"}, AGENT_PARAM_DEFAULTS)
+                       "prompting": args.prompting, "think": args.think == "on",
+                       "memory_framing": args.memory_framing}, AGENT_PARAM_DEFAULTS)
     transport = {"timeout_s": args.request_timeout, "max_retries": args.max_retries}
     with open_model(args.agent, {**params, **transport}) as model:
         model.ensure_reachable()

@@ -1,9 +1,10 @@
-"""File helpers used across amd: a streamed sha256, writing a file so that readers never see half of it, and one
-writer per output."""
+"""File helpers used across amd: a streamed sha256, writing a file so that readers never see half of it, one
+writer per output, and the whole lines of a file another process may be appending to (gzipped or not)."""
 
 import contextlib
 import datetime
 import errno
+import gzip
 import hashlib
 import json
 import logging
@@ -11,6 +12,7 @@ import os
 import socket
 import stat
 import tempfile
+import zlib
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -28,6 +30,27 @@ def sha256_file(path) -> str:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def whole_lines(path) -> list[bytes]:
+    """The lines of `path` that end in a newline, each with it: a last line cut off mid-write (by a writer still
+    appending, or killed) is left out. A `.gz` path is read through gzip; a missing file has no lines."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:
+            raise AmdError(f"{path}: not a whole gzip file ({error})") from None
+    return data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
+
+
+def write_gzip(path, data: bytes) -> None:
+    """`data` gzipped into `path` (atomic_file), the same bytes for the same data: no time or name in the header."""
+    with atomic_file(path, "wb") as handle, gzip.GzipFile(fileobj=handle, mode="wb", filename="", mtime=0) as packed:
+        packed.write(data)
 
 
 @contextlib.contextmanager

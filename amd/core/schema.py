@@ -61,18 +61,18 @@ def read_trajectories(path) -> list[TrajectoryRecord]:
     path = Path(path)
     if not path.exists():
         raise AmdError(f"{path}: no such trajectory file")
-    records = []
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = _decoded(raw, path, number)
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
-            records.append(upgrade(validate(record, where=f"{path}:{number}")))
-    return records
+        return [parse_line(raw, path, number) for number, raw in enumerate(handle, start=1) if raw.strip()]
+
+
+def parse_line(raw: bytes, path, number: int) -> TrajectoryRecord:
+    """One line of a run file as a validated record (read_trajectories); a bad line names its file and number."""
+    line = _decoded(raw, Path(path), number)
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise AmdError(f"{path}:{number}: corrupt trajectory line ({exc.msg})") from None
+    return upgrade(validate(record, where=f"{path}:{number}"))
 
 
 def _decoded(raw: bytes, path: Path, number: int) -> str:

@@ -37,9 +37,13 @@ PREFER_TEACHER = "prefer_teacher"
 # How a model agent is prompted (amd run --prompting; amd.agent.agents.ModelAgent): amd, our system prompt; official,
 # the benchmark's messages and native tools alone; json, one JSON object per reply, decoded under the tools' schemas.
 PROMPTING = ("amd", "official", "json")
-# The agent's params recorded only where they differ from these (amd run --prompting, --think; amd.core.trajectory.recorded):
-# the runs made before the options existed hold none of them.
-AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": PROMPTING[0], "think": False}
+# How a model agent shows retrieved memory (amd run --memory-framing; amd.agent.hooks.as_retrieved_memory): labelled,
+# delimited and labelled as data, never instructions (ours); bare, the text alone, as the paper's releases inject it.
+MEMORY_FRAMINGS = ("labelled", "bare")
+# The agent's params recorded only where they differ from these (amd run --prompting, --think, --memory-framing;
+# amd.core.trajectory.recorded): the runs made before the options existed hold none of them.
+AGENT_PARAM_DEFAULTS: dict[str, Any] = {"prompting": PROMPTING[0], "think": False,
+                                        "memory_framing": MEMORY_FRAMINGS[0]}
 
 # Leakage protocols (paper Appendix B.3; amd.memory.protocols), each with its exclusion unit: what no task retrieves
 # memory from. GROUP: its own group (the task and its variants; our stricter default); TASK: only the task itself

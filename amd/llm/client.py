@@ -19,7 +19,7 @@ import openai
 
 from amd.core.errors import AmdError
 from amd.core.paths import cache_dir
-from amd.core.vocabulary import PROMPTING
+from amd.core.vocabulary import MEMORY_FRAMINGS, PROMPTING
 from amd.llm.base import ChatReply, ModelUnreachable, TokenLedger
 from amd.llm.cache import ResponseCache, request_key
 
@@ -36,8 +36,8 @@ LOCAL_SERVER_PARAMS = {"n_ctx", "threads"}
 REQUEST_REFUSED = {400, 413, 422}
 # How the model is asked, beyond sampling: Qwen3's thinking (chat template switch; off unless asked), and whose
 # prompt the agent uses (amd.agent.agents.ModelAgent: "amd", or "official": the benchmark's messages alone, as an
-# official function-calling harness sends them).
-MODEL_OPTIONS = {"think": False, "prompting": "amd"}
+# official function-calling harness sends them), and how it shows retrieved memory (labelled or bare).
+MODEL_OPTIONS = {"think": False, "prompting": "amd", "memory_framing": MEMORY_FRAMINGS[0]}
 # The SDK's telemetry headers, dropped: validating and sending them is 0.06-0.17 ms of a 1-2 ms request, and a step
 # is CPU-bound when many tasks share one server (bench/bench_step_overhead.py, bench/RESULTS.md).
 _OMIT = openai.Omit()
@@ -73,8 +73,9 @@ def resolve_params(params: dict | None) -> dict:
         known = sorted({*SAMPLING_DEFAULTS, *TRANSPORT_DEFAULTS, *LOCAL_SERVER_PARAMS, *MODEL_OPTIONS})
         raise AmdError(f"unknown model parameter(s) {sorted(unknown)}; known: {', '.join(known)}")
     resolved = {**SAMPLING_DEFAULTS, **TRANSPORT_DEFAULTS, **MODEL_OPTIONS, **params}
-    if resolved["prompting"] not in PROMPTING:
-        raise AmdError(f"unknown prompting {resolved['prompting']!r}; known: {', '.join(PROMPTING)}")
+    for option, known in (("prompting", PROMPTING), ("memory_framing", MEMORY_FRAMINGS)):
+        if resolved[option] not in known:
+            raise AmdError(f"unknown {option} {resolved[option]!r}; known: {', '.join(known)}")
     return resolved
 
 

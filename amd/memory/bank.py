@@ -10,7 +10,9 @@
 
 A bank is written to DIR.tmp and renamed into place: a crash never leaves a half-written bank at DIR. Opening it
 checks every file against its checksum and every index against the manifest's dimension, so a changed, damaged or
-swapped file is refused, never read as memory. A bank built before the checksums is opened with a warning.
+swapped file is refused, never read as memory. A bank built before the checksums is opened with a warning. A bank
+of an older schema version is read as the current one (amd.memory.bank_schema: the manifest and entries as types,
+and their migrations), its files untouched.
 """
 
 import hashlib
@@ -22,15 +24,16 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import faiss
 import numpy as np
 
 from amd.core.errors import AmdError
 from amd.core.files import sha256_file
+from amd.memory.bank_schema import BankManifest, check_version, upgrade, version_of
 from amd.memory.protocols import NOTHING, SOURCE_FIELDS, Exclusion
 
-BANK_SCHEMA = "amd.memory_bank/2"
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +53,7 @@ def is_bank(folder) -> bool:
         manifest = json.loads((Path(folder) / "manifest.json").read_bytes())
     except (OSError, ValueError):
         return False
-    return str(_schema(manifest)).startswith(BANK_SCHEMA.split("/")[0] + "/")
+    return version_of(_schema(manifest)) is not None
 
 
 def check_bank_out(out_dir) -> None:
@@ -78,6 +81,23 @@ def write_bank(out_dir, manifest: dict, contents: BankContents, vectors: dict[st
         faiss.write_index(flat_index(vectors[type_name], manifest["dim"]), str(tmp / f"{type_name}.faiss"))
     manifest["files"] = {path.name: sha256_file(path) for path in sorted(tmp.iterdir())}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    _put_in_place(tmp, out_dir)
+
+
+def copy_bank(bank: "Bank", out_dir) -> None:
+    """An opened bank's manifest and files (nothing else of its folder), copied to `out_dir` (replaced as write_bank
+    replaces it)."""
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in ["manifest.json", *_bank_files(bank.path, bank.manifest)]:
+        shutil.copyfile(bank.path / name, tmp / name)
+    _put_in_place(tmp, out_dir)
+
+
+def _put_in_place(tmp: Path, out_dir: Path) -> None:
+    """The written folder `tmp`, made durable, renamed to `out_dir` (whose old copy goes)."""
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
@@ -102,15 +122,19 @@ class Bank:
     entries nearest a query that a task may see."""
 
     path: Path
-    manifest: dict
-    manifest_sha256: str
-    entries: dict  # type name -> list of entries, in index order
+    manifest: BankManifest  # as the current schema reads it, whatever version wrote it
+    manifest_sha256: str  # of the manifest's bytes on disk
+    entries: dict  # type name -> list of entries (each a BankEntry and the method's fields), in index order
     indexes: dict  # type name -> faiss index over the embedded field
     per_source: dict = field(default_factory=dict)  # type name -> source field -> Counter of its values
 
     def __post_init__(self):
         self.per_source = {t: {name: Counter(e[name] for e in entries) for name in SOURCE_FIELDS.values()}
                            for t, entries in self.entries.items()}
+
+    def method_field(self, name: str) -> Any:
+        """A field the bank's method added to its manifest (BankContents.manifest); None where it has none."""
+        return cast(dict[str, Any], self.manifest).get(name)
 
     def vectors(self, type_name: str) -> np.ndarray:
         index = self.indexes[type_name]
@@ -151,8 +175,8 @@ class Bank:
 
         entries = {t: [{**e, "source_group": group(e["source_task_id"], e["source_group"])} for e in type_entries]
                    for t, type_entries in self.entries.items()}
-        manifest = {**self.manifest, "task_groups": {task: group(task, built)
-                                                     for task, built in self.manifest["task_groups"].items()}}
+        manifest = self.manifest.copy()
+        manifest["task_groups"] = {task: group(task, built) for task, built in self.manifest["task_groups"].items()}
         return Bank(self.path, manifest, self.manifest_sha256, entries, self.indexes)
 
     def filtered(self, keep) -> "Bank":
@@ -224,8 +248,7 @@ def _read_bank(path: Path, folder: int) -> Bank:
     if manifest_bytes is None:
         raise AmdError(f"{path}: not a memory bank (no manifest.json); build one with `amd memory build`")
     manifest = _parse_json(manifest_bytes, path / "manifest.json", 1, None)
-    if not isinstance(manifest, dict) or manifest.get("schema") != BANK_SCHEMA:
-        raise AmdError(f"{path}: bank schema {_schema(manifest)!r}, expected {BANK_SCHEMA!r}; rebuild it")
+    check_version(manifest, str(path))
     files = {}
     for name in _bank_files(path, manifest):
         data = read(name)
@@ -239,10 +262,10 @@ def _read_bank(path: Path, folder: int) -> Bank:
         if index.ntotal != len(entries[type_name]):
             raise AmdError(f"{path}: {type_name} has {len(entries[type_name])} entries but {index.ntotal} vectors; "
                            f"{rebuild_hint(path, manifest)}")
-    return Bank(path, manifest, hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes)
+    return Bank(path, upgrade(manifest, entries), hashlib.sha256(manifest_bytes).hexdigest(), entries, indexes)
 
 
-def rebuild_hint(path: Path, manifest: dict | None) -> str:
+def rebuild_hint(path: Path, manifest: Mapping[str, Any] | None) -> str:
     """How to make the bank at `path` again: the command that built it, as far as its manifest tells."""
     if not manifest or "sources" not in manifest:
         return "rebuild it with `amd memory build`, or delete it and rerun snakemake"
@@ -260,7 +283,7 @@ def _schema(manifest) -> object:
     return manifest.get("schema") if isinstance(manifest, dict) else None
 
 
-def _bank_files(path: Path, manifest: dict) -> list[str]:
+def _bank_files(path: Path, manifest: Mapping[str, Any]) -> list[str]:
     """The files a bank holds besides its manifest: those its types need and those its checksums name."""
     needed = {f"{t}.{ext}" for t in manifest["types"] for ext in ("jsonl", "faiss")}
     if manifest.get("files") is None:

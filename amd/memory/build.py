@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import amd
 from amd.core.errors import AmdError
 from amd.core.files import sha256_file
@@ -16,13 +18,15 @@ from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import method_spec
-from amd.memory.bank import BANK_SCHEMA, BankContents, check_bank_out, write_bank
+from amd.memory.bank import BankContents, check_bank_out, copy_bank, load_bank, write_bank
+from amd.memory.bank_schema import BANK_SCHEMA, BankManifest, SourceFile
 from amd.memory.embed import get_embedder
 from amd.memory.method import BuildContext, method_class
 from amd.memory.screening import instruction_like
 from amd.memory.writing import open_writer
 
 ENTRY_FIELDS = ("id", "type", "source_task_id")
+VECTOR_TOLERANCE = 1e-4  # how far one embedder's vectors of the same texts may differ across machines (float rounding)
 SHOWN_IDS = 5  # entry ids a warning names
 log = logging.getLogger("amd.memory")
 
@@ -72,10 +76,10 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
     vectors = {t: embedder.embed([entry[contents.embedded[t]] for entry in entries], progress=True)
                for t, entries in contents.entries.items()}
     usage = writer_obj.usage()
-    manifest = {
+    manifest: BankManifest = {
         "schema": BANK_SCHEMA, "amd_version": amd.__version__,
         "method": {"name": method, "version": implementation.version},
-        "writer": writer_obj.describe(), **({"writer_usage": usage} if usage else {}),
+        "writer": writer_obj.describe(),
         "embedder": embedder.spec, "dim": embedder.dim,
         "sources": sources, "agents": _unique([record["agent"] for record in records]),
         "benchmarks": sorted({record["benchmark"] for record in records}),
@@ -84,16 +88,18 @@ def build_bank(trajectory_paths: list, method: str, writer: str, embedder_spec: 
         "types": {t: {"embedded": contents.embedded[t]} for t in contents.entries},
         "counts": {t: len(entries) for t, entries in contents.entries.items()},
         "instruction_like": screened,
-        **bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
-        **contents.manifest,
+        "delta": bank_delta(spec.types, embedder.calibrated_delta, delta or {}),
     }
-    write_bank(Path(out_dir), manifest, contents, vectors)
-    return manifest
+    if usage:
+        manifest["writer_usage"] = usage
+    written = {**manifest, **contents.manifest}
+    write_bank(Path(out_dir), written, contents, vectors)
+    return written
 
 
-def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float]) -> dict:
-    """{"delta": {type name: δ}} for the method's `types` that the embedder's calibration or `given` (by code or
-    name, over it) sets; {} where neither sets any."""
+def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float]) -> dict[str, float]:
+    """{type name: δ} for the method's `types` that the embedder's calibration or `given` (by code or name, over it)
+    sets; {} where neither sets any."""
     known = {key for memory_type in types for key in (memory_type.code, memory_type.name)}
     if unknown := sorted(set(given) - known):
         raise AmdError(f"--delta for {', '.join(unknown)}: the method has no such memory type ({', '.join(sorted(known))})")
@@ -103,11 +109,12 @@ def bank_delta(types, calibrated: Mapping[str, float], given: Mapping[str, float
             for key in (memory_type.code, memory_type.name):
                 if key in values:
                     chosen[memory_type.name] = float(values[key])
-    return {"delta": chosen} if chosen else {}
+    return chosen
 
 
-def _read_sources(paths) -> tuple[list[dict], list[TrajectoryRecord]]:
-    sources, records = [], []
+def _read_sources(paths) -> tuple[list[SourceFile], list[TrajectoryRecord]]:
+    sources: list[SourceFile] = []
+    records: list[TrajectoryRecord] = []
     for path in paths:
         file_records = read_run(path)
         sources.append({"path": str(path), "sha256": sha256_file(path), "records": len(file_records),
@@ -130,3 +137,29 @@ def _check_entries(contents: BankContents, method: str, groups: dict) -> None:
 
 def _unique(items: Sequence[Mapping[str, Any]]) -> list[dict]:
     return [json.loads(text) for text in dict.fromkeys(json.dumps(i, sort_keys=True) for i in items)]
+
+
+def reuse_bank(out_dir, released) -> bool:
+    """Put the bank at `released` (a release's copy of this build) at `out_dir` in place of the one just built there,
+    where the two are one build: the same manifest but for the vector files' checksums (the same sources, method,
+    writer, embedder and entries) and vectors equal to float rounding (the embedder on another machine). A run's
+    records name its bank's manifest sha256, so a run seeded from a release resumes only over the release's bank."""
+    if not Path(released, "manifest.json").exists():
+        log.info("%s: no bank released there; %s is the one just built", released, out_dir)
+        return False
+    built, other = load_bank(out_dir), load_bank(released)
+    same = (_without_vectors(built.manifest) == _without_vectors(other.manifest)
+            and all(np.allclose(built.vectors(t), other.vectors(t), atol=VECTOR_TOLERANCE) for t in built.entries))
+    if not same:
+        log.warning("%s: not the build just made (other sources, settings, entries or vectors): %s is kept as built, "
+                    "so runs seeded from a release over that bank run again", released, out_dir)
+        return False
+    copy_bank(other, out_dir)
+    log.info("%s: the released bank of this build, put in place of the one just built (manifest sha256 %s)",
+             out_dir, other.manifest_sha256[:12])
+    return True
+
+
+def _without_vectors(manifest: Mapping[str, Any]) -> dict:
+    files = {name: sha for name, sha in manifest.get("files", {}).items() if not name.endswith(".faiss")}
+    return {**manifest, "files": files}

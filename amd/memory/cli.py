@@ -4,14 +4,14 @@ bank, try retrieval."""
 import json
 import textwrap
 from collections import Counter
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
 from amd.core.text import printable
 from amd.core.vocabulary import memory_types
 from amd.memory.bank import check_bank_out, load_bank
-from amd.memory.build import build_bank
+from amd.memory.build import build_bank, reuse_bank
 from amd.memory.embed import get_embedder
 from amd.memory.pool import pool_banks
 from amd.memory.writing import RULES
@@ -50,6 +50,10 @@ def register(subparsers) -> None:
                             "over the one amd knows for it; recorded in the bank, and `amd run` uses it unless given "
                             "--delta")
     build.add_argument("--out", required=True, help="bank directory (replaced atomically)")
+    build.add_argument("--reuse", metavar="DIR",
+                       help="a copy of this build (a release's bank): put in place of the bank just built when it is "
+                            "the same build (same manifest but for the vectors' checksums, vectors equal to float "
+                            "rounding), so runs over it keep its manifest sha256; a missing DIR is not used")
     build.set_defaults(handler=run_build, check_output=check_bank_out)
 
     pool = commands.add_parser("pool", help="pool the banks of several teachers into one (provenance per entry)")
@@ -99,7 +103,8 @@ def run_build(args) -> int:
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
     flagged = manifest["instruction_like"]["count"]
     screened = f"; {flagged} entries read as instructions to the agent" if flagged else ""
-    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{screened}")
+    reused = " (the released copy of this build)" if args.reuse and reuse_bank(args.out, args.reuse) else ""
+    say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{screened}{reused}")
     return 0
 
 
@@ -129,7 +134,7 @@ def run_pool(args) -> int:
 
 def run_show(args) -> int:
     bank = load_bank(args.bank)
-    manifest = bank.manifest
+    manifest: dict[str, Any] = dict(bank.manifest)  # the method's own fields too
     say(f"bank {args.bank} (manifest sha256 {bank.manifest_sha256[:12]})")
     say(f"method {manifest['method']['name']} {manifest['method']['version']}, writer {manifest['writer']['spec']}, "
           f"embedder {manifest['embedder']} ({manifest['dim']}-dim), "

@@ -150,7 +150,7 @@ class BankHooks(MemoryHooks):
     def describe(self) -> dict[str, Any]:
         """The trajectory's `memory` field; `excluded` says what no task retrieved memory from (the protocol's
         unit: its own group or its own task; none under `shared`)."""
-        described = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
+        described: dict[str, Any] = {"config": self.config.name, "method": self.bank.manifest["method"]["name"],
                      "bank": str(self.bank.path), "bank_sha256": self.bank.manifest_sha256,
                      "protocol": self.settings.protocol, "excluded": EXCLUSION_UNITS[self.settings.protocol] or "none",
                      "k": {t: self.settings.k[t] for t in self.types},

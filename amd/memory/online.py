@@ -15,6 +15,7 @@ finished task (AMD: amd.memory.amd_method.online); this module holds the store a
 """
 
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,16 +23,39 @@ from pathlib import Path
 import numpy as np
 
 from amd.core.errors import AmdError
-from amd.core.files import atomic_file
+from amd.core.files import atomic_file, whole_lines
 from amd.core.schema import drop_truncated_tail
 from amd.memory.bank import Bank, flat_index
 from amd.memory.protocols import NOTHING, Exclusion
 
 HISTORY_SCHEMA = "amd.online_history/1"
+log = logging.getLogger("amd.memory")
 
 
 def history_path(out_path) -> Path:
     return Path(f"{out_path}.online.jsonl")
+
+
+def seed_events(source_out, memory: dict, records: list) -> list[dict]:
+    """The events of `records` (a seeded run's first tasks, in order) in the history beside another copy of the run's
+    output, `source_out` (gzipped or not, as is its history: a release's): those that match them, in order, under a
+    header of the same memory setting; none where it has no such history."""
+    base = history_path(str(source_out).removesuffix(".gz"))
+    source = next((path for path in (Path(f"{base}.gz"), base) if path.exists()), base)
+    try:
+        lines = [json.loads(line) for line in whole_lines(source) if line.strip()]
+    except ValueError as error:
+        raise AmdError(f"{source}: corrupt online history ({error}); restore it or seed from another copy") from None
+    if not lines or lines[0] != {"schema": HISTORY_SCHEMA, "memory": memory}:
+        log.warning("%s: %s, so the online memory of its %d tasks cannot be rebuilt: they run again", source,
+                    "no online history" if not lines else "the history of another memory setting", len(records))
+        return []
+    matched = []
+    for event, record in zip(lines[1:], records):
+        if (event["task_id"], event["success"]) != (record["task_id"], record["success"]):
+            break
+        matched.append(event)
+    return matched
 
 
 def history_events(out_path) -> list[dict] | None:
@@ -156,7 +180,7 @@ class History:
             if finished:
                 raise AmdError(f"{self.path}: missing, but the run has {len(finished)} finished tasks; its online "
                                "memory cannot be rebuilt: choose another --out")
-            self._write([])
+            self.write([])
             return []
         drop_truncated_tail(self.path)
         header, *events = self._read()
@@ -171,7 +195,7 @@ class History:
                 raise AmdError(f"{self.path}: event of task {event['task_id']} where the run has "
                                f"{record['task_id']}; choose another --out")
         if len(events) > len(finished):
-            self._write(events[: len(finished)])
+            self.write(events[: len(finished)])
         return events[: len(finished)]
 
     def append(self, event: dict) -> None:
@@ -180,7 +204,7 @@ class History:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def _write(self, events: list[dict]) -> None:
+    def write(self, events: list[dict]) -> None:
         with atomic_file(self.path) as handle:
             handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in [self.header, *events])
 

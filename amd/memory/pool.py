@@ -19,12 +19,14 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import amd
 from amd.core.errors import AmdError
-from amd.memory.bank import BANK_SCHEMA, Bank, BankContents, check_bank_out, load_bank, write_bank
+from amd.memory.bank import Bank, BankContents, check_bank_out, load_bank, write_bank
+from amd.memory.bank_schema import BANK_SCHEMA
 
 DEDUP_RULE = ("per task, the entries of one teacher: the first in the priority order (the pool's, the preferred "
               "teacher first) that solved the task, else the first that has entries for it")
@@ -47,7 +49,7 @@ def pool_banks(bank_dirs: list, teachers: list[str], out_dir) -> dict:
     entries = {t: [entry | {"id": f"{name}/{entry['id']}", "source_teacher": name}
                    for name, bank in zip(teachers, banks) for entry in bank.entries[t]] for t in types}
     vectors = {t: np.concatenate([bank.vectors(t) for bank in banks]) for t in types}
-    manifests = [bank.manifest for bank in banks]
+    manifests: list[dict[str, Any]] = [dict(bank.manifest) for bank in banks]  # the methods' own fields too
     members = {name: {"bank": str(bank.path), "bank_sha256": bank.manifest_sha256, "agents": bank.manifest["agents"],
                       "solved_task_ids": bank.manifest["solved_task_ids"], "counts": bank.manifest["counts"]}
                for name, bank in zip(teachers, banks)}
@@ -67,7 +69,7 @@ def pool_banks(bank_dirs: list, teachers: list[str], out_dir) -> dict:
         "task_ids": sorted(groups), "task_groups": dict(sorted(groups.items())),
         "solved_task_ids": sorted({task for m in manifests for task in m["solved_task_ids"]}),
         "types": types, "counts": {t: len(entries[t]) for t in types},
-        **({"delta": manifests[0]["delta"]} if "delta" in manifests[0] else {}),
+        "delta": manifests[0]["delta"],
         **{key: _merged([m[key] for m in manifests if key in m], key) for key in sorted(method_fields)},
         "pool": pool,
     }

@@ -26,13 +26,15 @@ SOURCE_FIELDS = {GROUP: "source_group", TASK: "source_task_id"}  # the entry fie
 
 @dataclass(frozen=True)
 class Exclusion:
-    """The entries one task never retrieves: those whose `field` (source_group or source_task_id) is `value`;
-    none when `field` is None (`shared`)."""
+    """The entries one task never retrieves under the run's leakage protocol (what `BankHooks.excluded(task)`
+    returns): those whose `field` (`source_group` or `source_task_id`) is `value`; none when `field` is None
+    (`shared`). A method that picks entries itself keeps the task's protocol by skipping those `hides` names."""
 
     field: str | None = None
     value: str | None = None
 
     def hides(self, entry: dict) -> bool:
+        """Whether the task may not see `entry` (a bank entry, which holds both source fields)."""
         return self.field is not None and entry[self.field] == self.value
 
 

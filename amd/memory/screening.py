@@ -12,6 +12,7 @@ a reason to look, not a verdict.
 
 import re
 from collections import Counter
+from typing import TypedDict
 
 MARKS = {
     "information_block": re.compile(r"<\s*/?\s*INFORMATION\s*>"),
@@ -41,7 +42,16 @@ def _texts(value) -> list[str]:
     return []
 
 
-def instruction_like(entries: dict[str, list[dict]]) -> dict:
+class Screened(TypedDict):
+    """The manifest's `instruction_like`."""
+
+    count: int  # entries with a mark
+    of: int  # entries screened
+    by_mark: dict[str, int]
+    entries: list[str]  # the ids of those with a mark
+
+
+def instruction_like(entries: dict[str, list[dict]]) -> Screened:
     """The manifest's `instruction_like`: how many entries carry a mark in any of their text fields, how many carry
     each mark, and their ids (in type and entry order)."""
     found = {entry["id"]: marks_in("\n".join(_texts(entry))) for type_entries in entries.values()

@@ -7,9 +7,9 @@ import shlex
 # `run` settings (and their per-agent overrides) -> `amd run` flags.
 RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-steps",
              "temperature": "--temperature", "max_tokens": "--max-tokens", "concurrency": "--concurrency",
-             "prompting": "--prompting", "think": "--think"}
+             "prompting": "--prompting", "think": "--think", "memory_framing": "--memory-framing"}
 SAMPLING = ("temperature", "max_tokens")  # a writer's --writer-params
-MODEL_ONLY = (*SAMPLING, "prompting", "think")  # what a model-free agent never gets
+MODEL_ONLY = (*SAMPLING, "prompting", "think", "memory_framing")  # what a model-free agent never gets
 # Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
 AGENT_KEYS = ("spec", "serve", "benchmarks")
 BASE_URL = "{base_url}"  # filled in by `amd serve-batch`
@@ -44,13 +44,10 @@ def writer_flags(entry: dict, served: bool = False) -> str:
     return f"--writer {quoted(spec)}{extra}"
 
 
-def build_option_flags(method: str, options: dict, delta: dict | None = None) -> str:
-    """--method, its build options (an option whose text is None is left out) and --delta of the embedder."""
-    flags = [f"--method {method}", *(f"--option {quoted(f'{key}={text}')}" for key, text in options.items()
-                                     if text is not None)]
-    if delta:
-        flags.append("--delta " + ",".join(f"{code}={value}" for code, value in sorted(delta.items())))
-    return " ".join(flags)
+def build_option_flags(method: str, options: dict) -> str:
+    """--method and its build options (an option whose text is None is left out)."""
+    return " ".join([f"--method {method}", *(f"--option {quoted(f'{key}={text}')}" for key, text in options.items()
+                                            if text is not None)])
 
 
 def benchmark_flags(tasks: list[str] | None, options: dict) -> str:

@@ -22,6 +22,7 @@ import yaml
 
 from amd.core.registry import AGENTS, BENCHMARKS, EMBEDDERS, MEMORY_METHODS, OUTPUTS
 from amd.core.vocabulary import (
+    MEMORY_FRAMINGS,
     PREFER_TEACHER,
     PROMPTING,
     PROTOCOLS,
@@ -161,6 +162,7 @@ def config_schema() -> dict:
     defs["memory_type"]["enum"] = [t.code for t in types]
     defs["protocol"]["enum"] = list(PROTOCOLS)
     defs["prompting"]["enum"] = list(PROMPTING)
+    defs["memory_framing"]["enum"] = list(MEMORY_FRAMINGS)
     defs["output"]["enum"] = OUTPUTS.names()
     defs["agent_spec"]["pattern"] = rf"^(?:{_alternatives(model_free)}|{model})$"
     defs["agent_spec"]["forms"] = [*model_free, *MODEL_FORMS]

@@ -269,6 +269,15 @@ class Grid:
         other's."""
         return layout.under(template, None if self.name == DEFAULT_NAME else self.name)
 
+    def released(self, path: str) -> str | None:
+        """Where the config's release folder (`release`) keeps a file of its results tree; None without one."""
+        if "release" not in self.config:
+            return None
+        root = self.own_path("results/")
+        if not path.startswith(root):
+            raise ConfigError(f"config: {path} is outside this config's results tree {root}")
+        return f"{self.config['release'].rstrip('/')}/{layout.released_name(path[len(root):])}"
+
     def output_paths(self, name: str) -> list[str]:
         if name in output_names("figure"):
             return [self.own_path(layout.FIGURE).format(figure=name)]
@@ -404,18 +413,16 @@ class Grid:
         return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
 
     def build_args(self, wildcards) -> str:
-        """--method and the build option of each setting of the method, from the value the bank's path names, and
-        the embedder's δ for the method's types (the bank records it)."""
+        """--method and the build option of each setting of the method, from the value the bank's path names. No
+        --delta: the bank records its embedder's calibration, and the config's δ goes to each run, so a δ sweep
+        never rebuilds a bank."""
         names = layout.build_names(wildcards.method, wildcards.build)
         spec = method_spec(wildcards.method)
         options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
                    for setting in spec.settings}
         options |= {key: args.option_text(value) for key, value in
                     self.harness(wildcards.benchmark, "build_options").get(wildcards.method, {}).items()}
-        codes = {memory_type.code for memory_type in spec.types}
-        delta = {code: value for code, value in self.config["embedders"][wildcards.embedder].get("delta", {}).items()
-                 if code in codes}
-        return args.build_option_flags(wildcards.method, options, delta)
+        return args.build_option_flags(wildcards.method, options)
 
     def pool_member_banks(self, wildcards) -> list[str]:
         """The banks a pooled bank joins: each member's, with the pool's settings; a pool whose writer is the
@@ -480,11 +487,12 @@ class Grid:
             raise ConfigError(f"{path}: not a run or bank path of the layout")
         role, names = found
         wildcards = Wildcards(names)
+        released = self.released(path)  # a run resumes from its released copy, a build reuses it (docs/guides/releases.md)
         if role == "bank":
             return " ".join(part for part in (
                 "amd memory build --trajectories", self.runs.teacher_run.format(**names), self.build_args(wildcards),
                 self.writer_args(wildcards), self.embedder_args(wildcards), self.benchmark_options(wildcards),
-                "--out", path) if part)
+                "--out", path, f"--reuse {args.quoted(released)}" if released else "") if part)
         agent = names.get("student") or names["teacher"]
         benchmark = names["benchmark"]
         tasks = (self.probe_args(wildcards) if role == "probe"
@@ -495,6 +503,8 @@ class Grid:
             parts.append(f"--seed {names['seed']}")
         if role in ("memory", "probe"):
             parts += ["--memory", self.bank_path(wildcards), self.memory_args(wildcards)]
+        if released and role != "probe":
+            parts.append(f"--resume-from {args.quoted(released)}")
         return " ".join(part for part in parts if part)
 
     # ---- model servers (amd.workflow.servers) -------------------------------------------------------------

@@ -66,8 +66,9 @@ class RandomNotes(BankHooks):
         candidates = [entry for entry in self.bank.entries[NOTE] if not excluded.hides(entry)]
         chosen = random.Random(task.task_id).sample(candidates, min(self.settings.k[NOTE], len(candidates)))
         text = self.heading + "\n" + "\n".join(f"- {entry['text']}" for entry in chosen) if chosen else ""
-        records: list[InjectionRecord] = [{"type": NOTE, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
-                    "similarity": None, "query": "random"} for entry in chosen]
+        records: list[InjectionRecord] = [
+            {"type": NOTE, "entry_id": entry["id"], "source_task_id": entry["source_task_id"],
+             "source_group": entry["source_group"], "similarity": None, "query": "random"} for entry in chosen]
         return Injection(text, records)
 
 

@@ -14,14 +14,24 @@ the entry was added during the run) and `rank_penalty` (where it ranks below its
 """
 
 import logging
+from pathlib import Path
 from typing import Any, cast
 
 from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.core.errors import AmdError
+from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import SHARED
 from amd.memory.amd_method.entries import BuildSettings, build_entries
 from amd.memory.amd_method.retrieval import AmdHooks
-from amd.memory.online import History, OnlineBank, history_events, history_path, injected_entry_ids, redundant
+from amd.memory.online import (
+    History,
+    OnlineBank,
+    history_events,
+    history_path,
+    injected_entry_ids,
+    redundant,
+    seed_events,
+)
 from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
 
@@ -64,6 +74,13 @@ class OnlineAmdHooks(AmdHooks):
         if run.finished:
             log.info("online memory: replayed %d tasks from %s, bank now %s", len(run.finished), self.history.path,
                      self.bank.counts())
+
+    def seed(self, source_out: Path, out_path: Path, records: list[TrajectoryRecord]) -> int:
+        """A seeded run's history: the events of `records` from the history beside `source_out` (gzipped or not),
+        as far as they match them, under this setting's header; the tasks past them run again."""
+        events = seed_events(source_out, self.describe(), records)
+        History(history_path(out_path), self.describe()).write(events)
+        return len(events)
 
     def episode_end(self, task: TaskContext, record: dict) -> None:
         super().episode_end(task, record)
@@ -109,7 +126,7 @@ class OnlineAmdHooks(AmdHooks):
             return event
         chat, usage = self._counted(self._writer_chat(task))
         built = build_entries(record, self.benchmark, chat, types=self.types,
-                              settings=BuildSettings.described(self.bank.manifest.get("build_settings")))
+                              settings=BuildSettings.described(self.bank.method_field("build_settings")))
         event["writer"] = usage
         event["audit"] = dict(built.audit)
         shared, unit = self.settings.protocol == SHARED, unit_field(self.settings.protocol)
