@@ -82,11 +82,10 @@ def test_the_paper_grid_inherits_nothing_of_the_demo_and_writes_its_outputs_apar
 
 
 def grid_paths(grid: Grid) -> set[str]:
-    """Every path a grid's jobs write: runs, banks, the servers' files."""
+    """Every path a grid's jobs write: runs and banks, and the servers' logs."""
     from amd.workflow.jobs import TaskPools, grid_jobs
 
-    return {job.path for job in grid_jobs(grid, TaskPools(grid))} | {
-        grid.runs.server_url.format(server=server) for server in grid.servers.jobs_of}
+    return {job.path for job in grid_jobs(grid, TaskPools(grid))} | {batch.log for batch in grid.batches()}
 
 
 def test_two_configs_with_the_same_agent_names_never_write_one_run_file():

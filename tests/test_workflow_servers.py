@@ -38,6 +38,13 @@ def stand_in_vllm(where: Path) -> Path:
     return path
 
 
+def served_env(where: Path, tmp_path: Path, gpus: int, run_seconds: float) -> dict:
+    """The environment of a workflow with stand-ins: `vllm` logging its life, `amd` runs taking `run_seconds`."""
+    return {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus))),
+            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
+            "FAKE_AMD_RUN_SECONDS": str(run_seconds), "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+
+
 def run_paths(config: dict) -> list[str]:
     grid = Grid(active_config(config, REPO / "config"))
     return sorted(grid.run_path(cell) for cell in grid.cells("served"))
@@ -55,9 +62,7 @@ def lives(log: Path) -> dict[int, dict]:
 
 def test_one_server_per_student_on_its_own_gpu_never_two_on_one(tmp_path):
     where, env = make_workdir(tmp_path)
-    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": "0,1",
-            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
-            "FAKE_AMD_RUN_SECONDS": "1", "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+    env |= served_env(where, tmp_path, gpus=2, run_seconds=1)
     config = served_grid()
     targets = run_paths(config)
     snakemake(where, env, *targets, "--cores", "2", "--resources", "gpu=2", "--configfile",
@@ -102,9 +107,7 @@ def test_eight_students_on_eight_gpus_run_every_batch_at_once_and_leave_nothing(
     every batch at once; at --cores 2 Snakemake's local executor runs cores + 5 = 7 jobs at once, so the eighth batch
     starts after one ends; rc 0 either way, and no server or job is left."""
     where, env = make_workdir(tmp_path)
-    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(8))),
-            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
-            "FAKE_AMD_RUN_SECONDS": "15", "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+    env |= served_env(where, tmp_path, gpus=8, run_seconds=15)
     students = {f"s{i}": {"spec": f"vllm:org/s{i}", "serve": {"gpus": 1}} for i in range(8)}
     config = {"students": students,
               "experiments": {"served": {"benchmarks": ["bfcl"], "students": list(students),
@@ -140,9 +143,7 @@ def test_one_interrupt_stops_every_batch_its_servers_and_jobs(tmp_path):
     """Ctrl-C as a terminal sends it (SIGINT to the foreground process group) while three batches serve: Snakemake
     exits, every server has stopped and no job of a batch is left."""
     where, env = make_workdir(tmp_path)
-    env |= {"AMD_VLLM_BIN": str(stand_in_vllm(where)), "CUDA_VISIBLE_DEVICES": "0,1,2",
-            "AMD_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "STAND_IN_VLLM_LOG": str(tmp_path / "vllm.jsonl"),
-            "FAKE_AMD_RUN_SECONDS": "600", "FAKE_AMD_TIMES": str(tmp_path / "times.jsonl")}
+    env |= served_env(where, tmp_path, gpus=3, run_seconds=600)
     config = served_grid()
     targets = run_paths(config)
     workflow = subprocess.Popen([str(SNAKEMAKE), *targets, "--cores", "2", "--configfile",

@@ -31,13 +31,12 @@ MEMORY_RUN = (
 PROBE_RUN = MEMORY_RUN.replace("/student-{student}/", "/probe-{student}/")
 TABLE = "results/tables/{table}.{ext}"
 ESTIMATE = "results/plan/estimate.{ext}"  # amd plan --estimate: the grid's cost before launch
-SERVER_URL = "results/servers/{server}.url"  # a model server's base URL while it serves (amd serve)
 SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target) has run
 FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
 # results/'s own folders beside the benchmarks' (tables, the estimate, setup marks, jobs' logs and timings): no
 # config may be named after one, since a config's own outputs go to results/NAME/ (amd.workflow.grid.own_path)
-FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks", "servers")
+FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks")
 
 
 # A release folder (a config's `release`, kept by `amd release sync`) holds files of the config's results tree at
@@ -60,7 +59,7 @@ def under(template: str, folder: str | None) -> str:
 
 @dataclass(frozen=True)
 class RunPaths:
-    """Where one config's runs, banks and server files go: results/ for the embedded default, results/NAME/ for any
+    """Where one config's runs and banks go: results/ for the embedded default, results/NAME/ for any
     other config, so two configs never write one run file (a run they share is run again in each tree, its model
     replies then coming from the response cache)."""
 
@@ -69,7 +68,6 @@ class RunPaths:
     zero_shot_run: str = ZERO_SHOT_RUN
     memory_run: str = MEMORY_RUN
     probe_run: str = PROBE_RUN
-    server_url: str = SERVER_URL
 
 
 def run_paths(folder: str | None) -> RunPaths:
