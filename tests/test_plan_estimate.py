@@ -19,6 +19,7 @@ from scripted_server import ScriptedServer
 from test_memory_run import student_model
 
 from amd.analysis import layout
+from amd.workflow.config import merge_configs
 from amd.workflow.estimate import Pricing
 from amd.workflow.grid import Grid
 from amd.workflow.jobs import Job
@@ -232,3 +233,25 @@ def test_the_workflow_has_a_cost_estimate_target(tmp_path):
     config = json.loads(shlex.split(command)[shlex.split(command).index("--config-json") + 1])
     assert config["estimate"]["prices"]["openai:gpt-5-mini"]["output"] == 2.00
     assert "teacher_fit" in config["experiments"]  # the merged config, as Snakemake has it
+
+
+# One decode step of a Qwen3-4B-shaped decoder on one H200, ms by (context, batch): ../shared/gpu/
+# decode_h200_2026-12-04.jsonl (decode_scaling.py, 2026-12-04; PyTorch, plain attention, CUDA graphs), the issue 39
+# figures.
+H200_STEP_MS = {(1024, 1): 4.06, (4096, 1): 4.23, (8192, 1): 4.80, (1024, 8): 4.56, (4096, 8): 5.69, (8192, 8): 7.23,
+                (1024, 64): 7.47, (4096, 64): 16.10, (8192, 64): 28.35, (1024, 128): 10.34, (4096, 128): 27.90}
+STEP_FACTOR = 1.75  # the model's step time is within this factor of the measured one, either way
+
+
+def test_the_h200_presets_decode_steps_are_within_a_stated_factor_of_the_measured_ones():
+    config = merge_configs(yaml.safe_load((REPO / "config/paper.yaml").read_text()),
+                           yaml.safe_load((REPO / "config/h200.yaml").read_text()))
+    model = ServingModel(config)
+    assert model.gpu["name"].startswith("H200") and not model.missing("vllm:Qwen/Qwen3-4B")
+    ratios = {shape: model.decode_step_s("vllm:Qwen/Qwen3-4B", 1, shape[1], shape[0]) * 1e3 / measured
+              for shape, measured in H200_STEP_MS.items()}
+    assert all(1 / STEP_FACTOR <= ratio <= STEP_FACTOR for ratio in ratios.values()), ratios
+    # its shape: from batch 8 to 64 the tokens per second grow less at long contexts (the KV reads), as measured
+    gain = {length: 8 * ratios[length, 8] * H200_STEP_MS[length, 8] / (ratios[length, 64] * H200_STEP_MS[length, 64])
+            for length in (1024, 8192)}
+    assert gain[1024] > 2 * gain[8192] > 2

@@ -62,15 +62,21 @@ class ServingModel:
         model, gpu = self.models[spec], self.gpu
         weights = 2 * model["params_b"] * 1e9  # bf16
         kv_per_token = model["kv_kib_per_token"] * 1024
-        bandwidth = gpu["bandwidth_efficiency"] * gpu["hbm_tb_per_s"] * 1e12 * gpus
         flops = gpu["compute_efficiency"] * gpu["bf16_tflops"] * 1e12 * gpus
         per_request = (work.prompt + work.completion) / work.requests
         context = work.prompt / work.requests + work.completion / work.requests / 2
         kv_room = KV_MEMORY_SHARE * gpu["memory_gb"] * 1e9 * gpus - weights
         batch = max(1.0, min(work.in_flight, kv_room / (per_request * kv_per_token)))
-        memory_s = (work.completion / batch * weights + work.completion * context * kv_per_token) / bandwidth
+        memory_s = work.completion / batch * self.decode_step_s(spec, gpus, batch, context)
         compute_s = 2 * model["params_b"] * 1e9 * (work.prompt - work.cached + work.completion) / flops
         return memory_s + compute_s
+
+    def decode_step_s(self, spec: str, gpus: int, batch: float, context: float) -> float:
+        """One decoding step of `batch` sequences at `context` tokens: the weights read once and each sequence's KV
+        cache read once, at the GPU's bandwidth times its efficiency (memory-bound)."""
+        model, gpu = self.models[spec], self.gpu
+        read = 2 * model["params_b"] * 1e9 + batch * context * model["kv_kib_per_token"] * 1024
+        return read / (gpu["bandwidth_efficiency"] * gpu["hbm_tb_per_s"] * 1e12 * gpus)
 
     def hours(self, spec: str, gpus: int, work: Work) -> float:
         return (self.gpu["startup_s"] + self.busy_s(spec, gpus, work)) * gpus / 3600
