@@ -177,7 +177,16 @@ def test_serve_null_points_the_paper_grid_at_a_server_already_running():
         path.startswith("results/paper/bfcl/student-qwen3_4b/") for path in grid.servers.server_of)
     assert grid.agent_args("qwen3_4b") == f"--agent '{spec}'"  # the key's variable, never a key
     assert "qwen3_4b" in grid.other_agents().split("|") and "qwen3_4b" not in grid.served_agents().split("|")
-    assert "qwen3_4b_t07" in grid.served_agents().split("|")  # the same model sampled: still served by its jobs
+    # the same model sampled (`like: qwen3_4b`) follows it to the endpoint, at its own temperature
+    assert grid.agent("qwen3_4b_t07") == {"spec": spec, "temperature": 0.7}
+    assert "qwen3_4b_t07" in grid.other_agents().split("|") and not any(
+        "student-qwen3_4b_t07/" in path for path in grid.servers.server_of)
+    assert "serve" in grid_of(PAPER).agent("qwen3_4b_t07")  # served where qwen3_4b is
+
+
+def test_an_agent_like_no_agent_is_refused_in_one_line():
+    message = refusal(MINE | {"students": {"twin": {"like": "nobody"}}})
+    assert message == "config: students.twin.like: 'nobody' is no agent without a `like` of its own"
 
 
 @pytest.mark.parametrize("change, message", [

@@ -11,7 +11,7 @@ RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-s
 SAMPLING = ("temperature", "max_tokens")  # a writer's --writer-params
 MODEL_ONLY = (*SAMPLING, "prompting", "think", "memory_framing")  # what a model-free agent never gets
 # Agent keys that are not `run` settings: the agent spec, how it is served, its own tasks and options per benchmark
-AGENT_KEYS = ("spec", "serve", "benchmarks")
+AGENT_KEYS = ("spec", "serve", "benchmarks", "like")
 BASE_URL = "{base_url}"  # filled in by `amd serve-batch`
 
 

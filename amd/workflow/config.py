@@ -252,6 +252,25 @@ def without_nulls(config: dict) -> dict:
     return pruned
 
 
+def with_likes(config: dict) -> dict:
+    """Each agent with `like: NAME` made NAME's entry (as the merged config has it) with its own keys over it, so a
+    twin follows what an overlay changes of the agent it is like (e.g. a sampled twin of a student pointed at an
+    endpoint)."""
+    resolved = dict(config)
+    for section in ("teachers", "students"):
+        agents = dict(resolved.get(section) or {})
+        for name, entry in agents.items():
+            if isinstance(entry, dict) and "like" in entry:
+                like = entry["like"]
+                base = (resolved.get("teachers") or {}).get(like) or (resolved.get("students") or {}).get(like)
+                if not isinstance(base, dict) or "like" in base:
+                    raise ConfigError(f"config: {section}.{name}.like: {like!r} is no agent without a `like` of its "
+                                      "own")
+                agents[name] = merge_configs(base, {key: value for key, value in entry.items() if key != "like"})
+        resolved[section] = agents
+    return resolved
+
+
 def validate_config(config: dict) -> None:
     """Raise ConfigError naming the key of the most relevant schema violation, in words (config_errors)."""
     error = jsonschema.exceptions.best_match(ConfigValidator(config_schema()).iter_errors(config))

@@ -36,6 +36,7 @@ from amd.workflow.config import (
     merge_configs,
     read_config,
     validate_config,
+    with_likes,
     without_nulls,
 )
 from amd.workflow.named import makers, own_experiments, refusal
@@ -83,7 +84,7 @@ class Wildcards(dict):
 class Grid:
     def __init__(self, config: dict):
         check_values(config)
-        config = without_nulls(config)
+        config = with_likes(without_nulls(config))
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
         self.name = config.get("name", DEFAULT_NAME)
