@@ -73,9 +73,9 @@ def resolve_params(params: dict | None) -> dict:
         known = sorted({*SAMPLING_DEFAULTS, *TRANSPORT_DEFAULTS, *LOCAL_SERVER_PARAMS, *MODEL_OPTIONS})
         raise AmdError(f"unknown model parameter(s) {sorted(unknown)}; known: {', '.join(known)}")
     resolved = {**SAMPLING_DEFAULTS, **TRANSPORT_DEFAULTS, **MODEL_OPTIONS, **params}
-    for option, known in (("prompting", PROMPTING), ("memory_framing", MEMORY_FRAMINGS)):
-        if resolved[option] not in known:
-            raise AmdError(f"unknown {option} {resolved[option]!r}; known: {', '.join(known)}")
+    for option, choices in (("prompting", PROMPTING), ("memory_framing", MEMORY_FRAMINGS)):
+        if resolved[option] not in choices:
+            raise AmdError(f"unknown {option} {resolved[option]!r}; known: {', '.join(choices)}")
     return resolved
 
 
