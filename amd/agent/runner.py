@@ -136,11 +136,12 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         pending: dict[Future[None], str] = {}
         queue = list(todo)
+        ended, crashed = 0, 0  # tasks that ended at the last wait, and of them those that crashed
         while queue or pending:
             while queue and len(pending) < max(1, concurrency):
                 task_id = queue.pop(0)
                 pending[pool.submit(run_one, task_id)] = task_id
-            shown.tasks(0, 0, len(pending))
+            shown.tasks(ended, crashed, len(pending))  # after the refill: in flight counts the next tasks
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             crashed_before = len(summary.crashed)
             for future in finished:
@@ -152,7 +153,8 @@ def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, 
                 log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
                           "crashed task when rerun", len(queue))
                 queue.clear()
-            shown.tasks(len(finished), len(summary.crashed) - crashed_before, len(pending))
+            ended, crashed = len(finished), len(summary.crashed) - crashed_before
+        shown.tasks(ended, crashed, 0)
 
 
 class CountedChat:
