@@ -66,6 +66,7 @@ SLOW = {
     "bench_embedding.py": ["--rounds", "1", "--limit", "3"],  # the local MiniLM embedder
     "bench_evidence_tasks.py": [],  # the 1.5B model's weights and server
     "bench_memory_poisoning.py": ["--work", WORK, "--suites", "banking"],  # the local MiniLM embedder
+    "bench_served_grid.py": ["--cores", "2", "--run-seconds", "1"],  # a whole workflow of 72 stand-in jobs
     "bench_shared_server.py": ["--cells", "1", "--tasks-per-cell", "1"],  # vLLM on the CPU
     "bench_vllm_cpu.py": [],  # vLLM on the CPU
 }

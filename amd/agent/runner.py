@@ -37,6 +37,7 @@ from amd.core.vocabulary import AGENT_PARAM_DEFAULTS, run_method
 from amd.llm.base import ModelUnreachable
 
 log = logging.getLogger("amd.run")
+INTERRUPT_GRACE_S = 10  # how long an interrupted run waits for its tasks in flight
 
 
 @dataclass
@@ -133,28 +134,44 @@ def run_tasks(spec: RunSpec, task_ids: list[str], out_path, concurrency: int = 1
 
 def _run_queue(run_one, todo: list[str], concurrency: int, summary: RunSummary, shown: Progress,
                stop_at_crash: bool) -> None:
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        pending: dict[Future[None], str] = {}
-        queue = list(todo)
-        ended, crashed = 0, 0  # tasks that ended at the last wait, and of them those that crashed
-        while queue or pending:
-            while queue and len(pending) < max(1, concurrency):
-                task_id = queue.pop(0)
-                pending[pool.submit(run_one, task_id)] = task_id
-            shown.tasks(ended, crashed, len(pending))  # after the refill: in flight counts the next tasks
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            crashed_before = len(summary.crashed)
-            for future in finished:
-                task_id = pending.pop(future)
-                _account(future, task_id, summary)
-            if (summary.disk_full or summary.unreachable) and queue:
-                queue.clear()  # no task could be written, or none could get a verdict: stop at once
-            if stop_at_crash and summary.crashed and queue:
-                log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
-                          "crashed task when rerun", len(queue))
-                queue.clear()
-            ended, crashed = len(finished), len(summary.crashed) - crashed_before
-        shown.tasks(ended, crashed, 0)
+    """Run `todo` on a pool. Interrupted (SIGINT, SIGTERM), it starts no task, waits up to INTERRUPT_GRACE_S for
+    those in flight to end and be written, and leaves the others unwritten: a model that never answers cannot hold
+    the run (SLURM sends SIGKILL 30 s after SIGTERM by default)."""
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    pending: dict[Future[None], str] = {}
+    try:
+        _fill_and_wait(pool, pending, run_one, todo, concurrency, summary, shown, stop_at_crash)
+    except KeyboardInterrupt:
+        if pending:
+            log.warning("interrupted: waiting up to %d s for the %d tasks in flight", INTERRUPT_GRACE_S, len(pending))
+            wait(pending, timeout=INTERRUPT_GRACE_S)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _fill_and_wait(pool: ThreadPoolExecutor, pending: dict[Future[None], str], run_one, todo: list[str],
+                   concurrency: int, summary: RunSummary, shown: Progress, stop_at_crash: bool) -> None:
+    queue = list(todo)
+    ended, crashed = 0, 0  # tasks that ended at the last wait, and of them those that crashed
+    while queue or pending:
+        while queue and len(pending) < max(1, concurrency):
+            task_id = queue.pop(0)
+            pending[pool.submit(run_one, task_id)] = task_id
+        shown.tasks(ended, crashed, len(pending))  # after the refill: in flight counts the next tasks
+        finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+        crashed_before = len(summary.crashed)
+        for future in finished:
+            task_id = pending.pop(future)
+            _account(future, task_id, summary)
+        if (summary.disk_full or summary.unreachable) and queue:
+            queue.clear()  # no task could be written, or none could get a verdict: stop at once
+        if stop_at_crash and summary.crashed and queue:
+            log.error("stopping before %d tasks: the memory changes in task order, so the run resumes at the "
+                      "crashed task when rerun", len(queue))
+            queue.clear()
+        ended, crashed = len(finished), len(summary.crashed) - crashed_before
+    shown.tasks(ended, crashed, 0)
 
 
 class CountedChat:

@@ -42,10 +42,22 @@ def main(argv: list[str] | None = None) -> int:
             return _main(args)
     except Terminated:
         print("amd: terminated (SIGTERM); finished tasks are kept, rerun the same command to resume", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return _leave_stuck_threads(128 + signal.SIGTERM)
     except KeyboardInterrupt:
         print("amd: interrupted; finished tasks are kept, rerun the same command to resume", file=sys.stderr)
-        return 130
+        return _leave_stuck_threads(130)
+
+
+def _leave_stuck_threads(code: int) -> int:
+    """`code`, or an exit with it at once where a task's thread is still waiting on a model that does not answer:
+    locks, servers and files are already released and closed, and Python would otherwise wait for that thread."""
+    stuck = [thread for thread in threading.enumerate()
+             if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()]
+    if stuck:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 class Terminated(KeyboardInterrupt):
