@@ -1,7 +1,7 @@
 """The public API of amd: everything a plug-in imports, from this one module.
 
 A plug-in is a benchmark, a memory method, or a table or figure, in a module of its own (in amd's tree with a line in
-`amd.core.registry`, or in an installed distribution that declares it under an entry point group: `amd.benchmarks`,
+amd/plugins.toml, or in an installed distribution that declares it under an entry point group: `amd.benchmarks`,
 `amd.memory_methods`, `amd.tables`, `amd.figures`). Each contract below is a typed Protocol or base class that
 declares every member amd reads; optional members have their defaults there.
 
@@ -22,7 +22,6 @@ The memory-side names that need numpy and faiss (`BankHooks`, `Bank`, `BankConte
 `Chat`, `ChatReply` (the openai SDK) are imported on first use, so a spec module that imports this one stays light.
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
 from amd.agent.base import Agent, AgentReply
@@ -46,7 +45,7 @@ from amd.benchmarks.base import (
     refuse,
 )
 from amd.core.errors import AmdError
-from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry
+from amd.core.registry import BENCHMARKS, MEMORY_METHODS, OUTPUTS, Registry, load_target
 from amd.core.spec import Config, MemoryType, MethodSpec, Option, OptionValue, Setting
 from amd.core.trajectory import EpisodeRecord, InjectionRecord, MemoryQuery, TrajectoryRecord
 from amd.core.vocabulary import MemoryConfig
@@ -134,7 +133,7 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> object:
         if name not in _LAZY:
             raise AttributeError(f"module 'amd.api' has no attribute {name!r}")
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return load_target(f"{_LAZY[name]}:{name}")
 
     def __dir__() -> list[str]:
         """The module's names and the lazily loaded ones, so `dir()` and `help(amd.api)` list every public name."""

@@ -100,7 +100,7 @@ def report(name: str, related: np.ndarray, unrelated: np.ndarray,
 
 
 def bfcl_part(bank_dir: Path, embedder_spec: str, limit: int | None = None) -> None:
-    from amd.core.registry import create_benchmark
+    from amd.benchmarks.base import create_benchmark
     from amd.memory.bank import load_bank
     from amd.memory.embed import get_embedder
 

@@ -16,7 +16,7 @@ import math
 import urllib.request
 from pathlib import Path
 
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.llm.local import LocalServer, gguf_path
 from amd.llm.specs import LOCAL_WEIGHTS
 from amd.workflow.config import active_config, read_config

@@ -11,9 +11,9 @@ import contextlib
 import time
 
 from amd.analysis.groups import summary, summary_lines
+from amd.benchmarks.base import create_benchmark
 from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError
-from amd.core.registry import create_benchmark
 
 OPTIONS = {"toolsandbox": {"user_model": "vllm:unused@http://127.0.0.1:9"}}  # listing needs a user model's name only
 

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amd.agent.hooks import TaskContext
 from amd.cli import main as amd_main
-from amd.memory.amd_method.render import render_block
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.placeholders import trajectory_values
 from amd.memory.steps import steps_of
+from amd.methods.amd.render import render_block
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("raw", "masked", "scrubbed")

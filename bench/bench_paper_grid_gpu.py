@@ -11,7 +11,7 @@ import json
 import statistics
 from pathlib import Path
 
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.workflow.config import active_config, read_config
 from amd.workflow.estimate import estimate
 from amd.workflow.grid import Grid

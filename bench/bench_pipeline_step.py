@@ -23,7 +23,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 from amd.agent.agents import ModelAgent
 from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.llm import open_model
 
 

@@ -32,7 +32,7 @@ from scripted_server import ScriptedServer
 from amd.agent.agents import ModelAgent
 from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.llm import open_model
 from amd.llm.client import PER_REQUEST_HEADERS, resolve_params, sdk_client
 

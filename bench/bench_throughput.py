@@ -27,7 +27,7 @@ from bench_pipeline_step import server_process
 
 from amd.agent.agents import ModelAgent
 from amd.agent.runner import RunSpec, run_tasks
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.core.schema import read_trajectories
 from amd.llm import open_model
 

@@ -1,7 +1,7 @@
 """A scripted "model" for BFCL (test double): answers each user turn with that turn's ground-truth calls as a
 Python call list, and closes the turn after seeing the results. Its answers depend only on the conversation."""
 
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 
 OBSERVATION_PREFIX = "Results of your calls:"
 

@@ -11,7 +11,7 @@ from amd.benchmarks.base import Proposal
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.schema import read_trajectories
-from amd.memory.amd_method.entries import build_entries
+from amd.methods.amd.entries import build_entries
 
 SUITE_SIZES = {"workspace": 40, "travel": 20, "banking": 16, "slack": 21}
 

@@ -16,7 +16,7 @@ from amd.analysis.tables import AVG
 from amd.core.errors import AmdError
 from amd.core.schema import validate
 from amd.core.vocabulary import memory_config
-from amd.memory.amd_method import tables as amd_tables
+from amd.methods.amd import tables as amd_tables
 
 
 def record(task_id, success, steps, spec, memory="zero_shot", kind="model", benchmark="bfcl", params=None):

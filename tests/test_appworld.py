@@ -26,8 +26,8 @@ from amd.agent.agents import ModelAgent, OracleAgent
 from amd.agent.loop import Limits
 from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks import processes
-from amd.benchmarks.appworld import AppWorld, failing_calls
-from amd.benchmarks.appworld_server import AppWorldVenv
+from amd.benchmarks.appworld.benchmark import AppWorld, failing_calls
+from amd.benchmarks.appworld.server import AppWorldVenv
 from amd.core.schema import read_trajectories
 from amd.llm import open_model
 from amd.memory.build import build_bank
@@ -35,7 +35,7 @@ from amd.memory.method import open_memory
 
 REPO = Path(__file__).resolve().parents[1]
 BALANCE, TRANSFER = "What is my Venmo balance?", "Send $"
-CHILD = "appworld_child.py"
+CHILD = "appworld/child.py"
 LOGIN = ('passwords = {p["account_name"]: p["password"] for p in apis.supervisor.show_account_passwords()}\n'
          'email = apis.supervisor.show_profile()["email"]\n'
          'token = apis.venmo.login(username=email, password=passwords["venmo"])["access_token"]\n')

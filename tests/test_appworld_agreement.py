@@ -28,7 +28,7 @@ from test_appworld import (  # noqa: F401 - the fixtures: their session's genera
     venv,
 )
 
-from amd.benchmarks.appworld import AppWorld
+from amd.benchmarks.appworld.benchmark import AppWorld
 
 REPO_TESTS = os.path.dirname(os.path.abspath(__file__))
 

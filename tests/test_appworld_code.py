@@ -5,7 +5,7 @@ import pytest
 
 from amd.agent.hooks import TaskContext
 from amd.agent.loop import Limits, run_episode
-from amd.benchmarks.appworld import AppWorld, api_calls, failing_calls, solution_blocks
+from amd.benchmarks.appworld.benchmark import AppWorld, api_calls, failing_calls, solution_blocks
 from amd.benchmarks.base import CODE, Episode, Proposal, StepOutcome, Verdict
 from amd.benchmarks.parsing import NO_CODE, parse_code_reply
 from amd.core.errors import AmdError

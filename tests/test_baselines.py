@@ -15,15 +15,17 @@ from scripted_server import ScriptedServer
 from test_memory_fixtures import all_records, write_jsonl
 
 from amd.agent.hooks import TaskContext
+from amd.benchmarks.base import create_benchmark
 from amd.cli import main as amd_main
-from amd.core.registry import create_benchmark
 from amd.core.vocabulary import memory_config
 from amd.llm.base import ChatReply
-from amd.memory import memp, reasoningbank, sasm
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
+from amd.methods.memp import method as memp
+from amd.methods.reasoningbank import method as reasoningbank
+from amd.methods.sasm import method as sasm
 
 EMBEDDER = "hash:256"
 FIXTURE_IDS = {record["task_id"] for record in all_records()}

@@ -23,8 +23,8 @@ import pytest
 from scripted_server import ScriptedServer, ToolCalls
 
 from amd.analysis.score import recheck
-from amd.benchmarks.bfcl import _dataset, _import_bfcl
-from amd.benchmarks.bfcl_calls import parse_call
+from amd.benchmarks.bfcl.benchmark import _bfcl_ready, _dataset
+from amd.benchmarks.bfcl.calls import parse_call
 from amd.cli import main
 
 TASKS = [f"multi_turn_base_{i}" for i in range(0, 200, 8)]  # 25 tasks, every class of the set
@@ -90,9 +90,10 @@ def official_harness(tmp_path_factory):
     registry.MODEL_CONFIG_MAPPING = {}
     if "bfcl_eval.constants.model_config" not in sys.modules:
         monkeypatch.setitem(sys.modules, registry.__name__, registry)
-    handler_module = _import_bfcl("bfcl_eval.model_handler.api_inference.openai_completion")
-    runner = _import_bfcl("bfcl_eval.eval_checker.eval_runner")
-    loader = _import_bfcl("bfcl_eval.utils")
+    _bfcl_ready()
+    from bfcl_eval import utils as loader
+    from bfcl_eval.eval_checker import eval_runner as runner
+    from bfcl_eval.model_handler.api_inference import openai_completion as handler_module
     yield handler_module.OpenAICompletionsHandler, runner._evaluate_single_multi_turn_entry, loader
     monkeypatch.undo()
 
@@ -114,7 +115,8 @@ def run_official(official_harness, server, monkeypatch) -> tuple[dict, dict]:
         checked = evaluate(handler, task_id, result, answers[task_id], copy.deepcopy(entries[task_id]),
                            model_name, "multi_turn_base")
         verdicts[task_id] = checked["valid"]
-    utils = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+    _bfcl_ready()
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils as utils
     for key in [key for key in vars(utils) if model_name in key]:
         delattr(utils, key)
     return requests, verdicts

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from amd.benchmarks.base import CallRejected, Proposal, canonical_call
-from amd.benchmarks.bfcl import BfclMultiTurn
-from amd.benchmarks.bfcl_calls import parse_call, validate_arguments
+from amd.benchmarks.bfcl.benchmark import BfclMultiTurn
+from amd.benchmarks.bfcl.calls import parse_call, validate_arguments
 
 
 def _doc(name, *params):

@@ -8,10 +8,9 @@ from pathlib import Path
 import bfcl_eval
 import pytest
 
-from amd.benchmarks.base import Proposal
-from amd.benchmarks.bfcl import BfclMultiTurn, openai_tool
+from amd.benchmarks.base import Proposal, create_benchmark
+from amd.benchmarks.bfcl.benchmark import BfclMultiTurn, openai_tool
 from amd.core.errors import AmdError
-from amd.core.registry import create_benchmark
 
 DATA = Path(bfcl_eval.__file__).parent / "data"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from amd.benchmarks.bfcl import BfclMultiTurn, rescore
+from amd.benchmarks.bfcl.benchmark import BfclMultiTurn, rescore
 from amd.core.errors import AmdError
 
 

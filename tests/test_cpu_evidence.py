@@ -7,7 +7,7 @@ import yaml
 from test_pipeline_workflow import REPO, make_workdir, planned_jobs, snakemake
 
 from amd.analysis import layout
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.workflow.config import active_config
 from amd.workflow.grid import Grid
 

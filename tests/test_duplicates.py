@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
-from amd.benchmarks import bfcl
 from amd.benchmarks.agentdojo import AgentDojo, _suites
-from amd.benchmarks.appworld import AppWorld
+from amd.benchmarks.appworld.benchmark import AppWorld
 from amd.benchmarks.base import Benchmark, TaskSignature
-from amd.benchmarks.bfcl import BfclMultiTurn
+from amd.benchmarks.bfcl import benchmark as bfcl
+from amd.benchmarks.bfcl.benchmark import BfclMultiTurn
 from amd.benchmarks.duplicates import INSTRUCTION_SIMILARITY, exclusion_groups, find_groups
-from amd.benchmarks.toolsandbox import PYTHON_VARIABLE, ToolSandbox
+from amd.benchmarks.toolsandbox.benchmark import PYTHON_VARIABLE, ToolSandbox
 from amd.cli import main
 
 TWINS = ("banking/user_task_2", "banking/user_task_12")

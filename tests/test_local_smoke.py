@@ -48,7 +48,7 @@ def test_a_request_with_another_prefix_does_not_evict_the_tool_docs(monkeypatch,
     the server's prefix cache (llama.cpp's host-memory prompt cache, amd.llm.local.PROMPT_CACHE_MIB)."""
     from amd.benchmarks.agentdojo import AgentDojo
     from amd.llm import open_model
-    from amd.memory.amd_method.decompose import decompose_instruction
+    from amd.methods.amd.decompose import decompose_instruction
 
     monkeypatch.setenv("AMD_CACHE_DIR", str(tmp_path))
     docs = json.dumps([tool["function"] for tool in AgentDojo(suite="banking").start("banking/user_task_0").tools])

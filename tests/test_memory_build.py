@@ -20,15 +20,15 @@ from test_memory_fixtures import (
     write_jsonl,
 )
 
+from amd.benchmarks.base import create_benchmark
 from amd.cli import main
 from amd.core.errors import AmdError
-from amd.core.registry import create_benchmark
-from amd.memory.amd_method import writers
-from amd.memory.amd_method.entries import build_entries, successful
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.placeholders import audit_insight, placeholder_for, trajectory_values
 from amd.memory.steps import steps_of
+from amd.methods.amd import writers
+from amd.methods.amd.entries import build_entries, successful
 
 PLACEHOLDER = re.compile(r"<[A-Z_]+>")
 BFCL = create_benchmark("bfcl")

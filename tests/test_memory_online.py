@@ -82,7 +82,7 @@ def student(answers: dict):
 
 @pytest.fixture(scope="module")
 def answers():
-    from amd.core.registry import create_benchmark
+    from amd.benchmarks.base import create_benchmark
 
     return ground_truth_answers(TASKS) | {FAILING: create_benchmark("bfcl").start(FAILING).instruction}
 

@@ -11,12 +11,12 @@ from amd.agent.hooks import Injection, TaskContext
 from amd.core.errors import AmdError
 from amd.core.vocabulary import memory_configs
 from amd.llm.base import ChatReply
-from amd.memory.amd_method.decompose import decompose_instruction
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.embed import get_embedder
 from amd.memory.method import open_memory
 from amd.memory.protocols import eval_task_ids, split_units
+from amd.methods.amd.decompose import decompose_instruction
 
 EMBEDDER = "hash:256"
 NOTHING = Injection()
@@ -293,7 +293,7 @@ def test_injection_records_follow_the_trajectory_schema(bank_dir):
 
 
 def test_bank_representation_is_the_default_and_a_run_may_override_it(tmp_path):
-    from amd.memory.amd_method.render import parse_representation
+    from amd.methods.amd.render import parse_representation
 
     assert parse_representation("wf=code, st=prose") == {"workflow": "code", "subtask": "prose"}
     build_bank([write_jsonl(tmp_path / "t.jsonl", all_records())], "amd", "rules", EMBEDDER, tmp_path / "bank",
@@ -312,7 +312,7 @@ def test_a_config_variant_brings_its_run_options_and_a_run_may_override_them(ban
     import dataclasses
 
     from amd.core.spec import Config
-    from amd.memory.amd_method import spec
+    from amd.methods.amd import spec
 
     variant = dataclasses.replace(spec.SPEC, configs={"wf_st_per_turn": Config(("wf", "st"), {"per_turn": True})})
     monkeypatch.setattr(spec, "SPEC", variant)
@@ -324,7 +324,7 @@ def test_a_config_variant_brings_its_run_options_and_a_run_may_override_them(ban
 # ---- checked decomposition (beyond the paper) ----------------------------------------------------------------------
 
 def test_merge_keeps_the_subtasks_a_majority_of_samples_name_in_their_order():
-    from amd.memory.amd_method.decompose import merge_by_agreement
+    from amd.methods.amd.decompose import merge_by_agreement
 
     samples = [["get watchlist stocks", "place buy order", "send report"],
                ["get the watchlist", "place a buy order"],
@@ -382,7 +382,7 @@ def test_checked_decomposition_on_a_scripted_server_differs_from_the_single_shot
 
 
 def test_a_later_repeat_draws_other_samples_and_agreeing_samples_do_not_differ(bank_dir):
-    from amd.memory.amd_method.decompose import checked_decomposition
+    from amd.methods.amd.decompose import checked_decomposition
 
     asked = []
 

@@ -129,7 +129,7 @@ def test_a_corrupt_bank_file_is_one_line_naming_file_and_line(bank, tmp_path):
 def test_variants_of_one_scenario_see_each_other_only_under_the_task_level_protocol(bank):
     """BFCL tasks 40 and 43 open with the same user turn: one group, so neither retrieves the other's memory."""
     from amd.agent.hooks import TaskContext
-    from amd.core.registry import create_benchmark
+    from amd.benchmarks.base import create_benchmark
     from amd.memory.method import open_memory
 
     benchmark = create_benchmark("bfcl")

@@ -111,7 +111,7 @@ def test_a_pooled_bank_keeps_provenance_through_the_real_workflow(tmp_path):
 
 
 def _instructions(task_ids) -> dict:
-    from amd.core.registry import create_benchmark
+    from amd.benchmarks.base import create_benchmark
 
     benchmark = create_benchmark("bfcl")
     return {task: benchmark.start(task).instruction for task in task_ids}

@@ -16,16 +16,16 @@ from test_workflow_args import Wildcards
 
 from amd.agent.history import trimmed
 from amd.agent.hooks import TaskContext
-from amd.benchmarks.appworld_harness import PAPER, AppWorldHarness, cut_output, harness_from_options
+from amd.benchmarks.appworld.harness import PAPER, AppWorldHarness, cut_output, harness_from_options
+from amd.benchmarks.base import create_benchmark
 from amd.benchmarks.parsing import parse_first_code_block
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.prompts import benchmark_prompt, load_prompt
-from amd.core.registry import create_benchmark
 from amd.llm.base import ChatReply
-from amd.memory.amd_method.entries import BuildSettings, build_entries
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
+from amd.methods.amd.entries import BuildSettings, build_entries
 from amd.workflow.config import active_config
 from amd.workflow.grid import Grid
 

@@ -18,7 +18,7 @@ from scripted_server import ScriptedServer
 
 from amd.agent.runner import probe_tasks
 from amd.analysis import layout
-from amd.core.registry import create_benchmark
+from amd.benchmarks.base import create_benchmark
 from amd.workflow.config import ConfigError, active_config
 from amd.workflow.grid import Grid
 

@@ -1,5 +1,5 @@
 """Registry loading is thread-safe: a plug-in imported from several threads at once is imported once, and every
-thread gets the finished module (issue 41, item 10: "partially initialized module 'amd.benchmarks.bfcl'" under
+thread gets the finished module (issue 41, item 10: "partially initialized module 'amd.benchmarks.bfcl.benchmark'" under
 `amd memory build` with a model writer at its default concurrency)."""
 
 import os

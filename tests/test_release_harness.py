@@ -8,17 +8,17 @@ from test_memory_fixtures import all_records, call, file_and_message_task, recor
 from test_workflow_args import Wildcards, load_config, parse_shell
 
 from amd.agent.hooks import TaskContext
+from amd.benchmarks.base import create_benchmark
 from amd.cli import main
 from amd.core.errors import AmdError
 from amd.core.prompts import benchmark_prompt, load_prompt
-from amd.core.registry import create_benchmark
 from amd.llm.base import ChatReply
-from amd.memory.amd_method.entries import BuildSettings, build_entries
 from amd.memory.bank import load_bank
 from amd.memory.build import build_bank
 from amd.memory.method import open_memory
 from amd.memory.placeholders import ValueMask, masked_arguments, trajectory_values
 from amd.memory.steps import steps_of
+from amd.methods.amd.entries import BuildSettings, build_entries
 from amd.workflow.grid import Grid
 
 RAW_VALUES = ("final_report.pdf", "archive_2024", "USR003", "the report is archived")

@@ -15,7 +15,7 @@ import pytest
 from scripted_server import ScriptedServer, ToolCalls
 
 from amd.benchmarks.base import CallRejected, Proposal
-from amd.benchmarks.toolsandbox import (
+from amd.benchmarks.toolsandbox.benchmark import (
     DEFAULT_PYTHON,
     PYTHON_VARIABLE,
     ToolSchema,
@@ -248,7 +248,7 @@ def worker_processes(pid: int) -> list[int]:
     """The workers themselves below pid, not the wrappers that started them."""
     commands = {child: Path(f"/proc/{child}/cmdline").read_text().split("\0")[:-1] for child in descendants_of(pid)}
     return [child for child, argv in commands.items()
-            if argv[-1].endswith("toolsandbox_worker.py") and Path(argv[0]).name not in ("bwrap", "unshare")]
+            if argv[-1].endswith("toolsandbox/worker.py") and Path(argv[0]).name not in ("bwrap", "unshare")]
 
 
 def running(pid: int) -> bool:

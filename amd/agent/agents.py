@@ -2,7 +2,7 @@
 
 An agent keeps its own conversation and answers one step at a time (`amd.agent.base.Agent`). The loop in
 `amd.agent.loop` drives it: begin → add_user → act → observe → act → ... The same interface serves teachers and
-students. Agents are registered in `amd.core.registry` (AGENTS).
+students. Agents are registered in amd/plugins.toml ([agents]).
 """
 
 import json

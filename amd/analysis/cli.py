@@ -74,8 +74,8 @@ def show_groups(args) -> int:
     import contextlib
 
     from amd.analysis.groups import audit, audit_line, summary, summary_lines, write_json
+    from amd.benchmarks.base import create_benchmark
     from amd.benchmarks.duplicates import exclusion_groups
-    from amd.core.registry import create_benchmark
     from amd.core.schema import read_run
     from amd.memory.cli import key_values
 

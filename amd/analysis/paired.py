@@ -79,7 +79,7 @@ def paired_counts(zero_shot: dict, with_memory: dict, verb: str) -> dict:
             f"{verb}_only_zero_shot": " ".join(lost)}
 
 
-# ---- config variants, each against its plain config (methods' own tables: amd.memory.amd_method.tables) ------------------
+# ---- config variants, each against its plain config (methods' own tables: amd.methods.amd.tables) ------------------
 
 
 VARIANT_CELL = ["benchmark", "student", "teacher", "writer", "embedder", "build", "variant", "protocol", "k_text",

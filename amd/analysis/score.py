@@ -89,7 +89,7 @@ def cost_columns(cost: dict) -> dict:
 def recheck(path) -> list[str]:
     """Re-score every stored trajectory with its benchmark's own checker; return the task ids whose verdict differs.
     A task that did not finish counts as when it ran (amd.benchmarks.base.counted_success)."""
-    from amd.core.registry import create_benchmark
+    from amd.benchmarks.base import create_benchmark
 
     benchmarks: dict[str, Benchmark] = {}
     mismatched: list[str] = []

@@ -25,7 +25,7 @@ from typing import Any
 
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
-from amd.benchmarks.bfcl_calls import MAX_SOURCE_CHARS, read_call
+from amd.benchmarks.bfcl.calls import MAX_SOURCE_CHARS, read_call
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.trajectory import TrajectoryRecord
 

@@ -7,7 +7,7 @@ what the agent proposes, and scores itself when done. This fits:
 - simulated-user worlds (ToolSandbox): `next_user_message` sees the agent's last reply.
 A benchmark also owns what only it knows: its functions' docs and apps, task groups (variants of one scenario,
 which the leakage protocols keep together) and re-scoring of stored trajectories. The agent loop
-(`amd.agent.loop`) depends only on this module; a new benchmark is a module plus a line in `amd.core.registry`.
+(`amd.agent.loop`) depends only on this module; a new benchmark is a module (or a folder) plus a line in amd/plugins.toml.
 
 An episode says how its agent acts (`action_format`): CALLS (tool calls, the default) or CODE (the agent writes a
 Python code block per step, which the environment runs itself; the episode then gives `guide`, what the code can
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from amd.core.errors import AmdError
+from amd.core.registry import BENCHMARKS
 from amd.core.trajectory import TrajectoryRecord, UserCalls
 
 CALLS, CODE = "calls", "code"  # action formats: tool calls, or Python code blocks run by the environment
@@ -298,3 +299,9 @@ def called_name(proposal: Proposal) -> str | None:
         return proposal.name
     head = re.split(r"[(\s]", (proposal.source or "").strip(), maxsplit=1)[0]
     return head if head.isidentifier() else None
+
+
+def create_benchmark(name: str, **options: Any) -> Benchmark:
+    """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
+    benchmark: Benchmark = BENCHMARKS.load(name)(**options)
+    return benchmark

@@ -10,9 +10,10 @@ from pathlib import Path
 from amd.agent.loop import Limits
 from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
+from amd.benchmarks.base import create_benchmark
 from amd.benchmarks.duplicates import exclusion_groups
 from amd.core.errors import AmdError, did_you_mean
-from amd.core.registry import AGENTS, BENCHMARKS, create_benchmark
+from amd.core.registry import AGENTS, BENCHMARKS
 from amd.core.spec import finite_float
 from amd.core.text import printable
 from amd.core.trajectory import recorded

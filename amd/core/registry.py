@@ -1,9 +1,10 @@
-"""Every plug-in point of amd in one file: a name maps to a lazy `module:attr` string, so listing names imports
-nothing and an unused plug-in costs nothing. A misspelt name gets "did you mean".
+"""Every plug-in point of amd: a name maps to a lazy `module:attr` string, so listing names imports nothing and an
+unused plug-in costs nothing. A misspelt name gets "did you mean".
 
-To add a benchmark, a memory method, an agent, an embedder or an output (table or figure), write its module and
-add one line here, or let an installed package declare it under the registry's entry point group (below, e.g.
-`amd.memory_methods`), so that a plug-in can live outside this tree. A memory method's entry is its spec
+To add a benchmark, a memory method, an agent, an embedder or an output (table or figure), write its module (or
+folder) and add one line to amd/plugins.toml, or let an installed package declare it under the registry's entry
+point group (below, e.g. `amd.memory_methods`), so that a plug-in can live outside this tree: the same line either
+way, and this module names no plug-in's module itself. A memory method's entry is its spec
 (`amd.core.spec.MethodSpec`, a small module beside the method): its types, configs, options and tables, read without
 importing the method.
 """
@@ -11,16 +12,14 @@ importing the method.
 import importlib
 import importlib.metadata
 import threading
+import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
 
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.spec import MethodSpec
-
-if TYPE_CHECKING:  # types only: the plug-ins' layers sit above this module
-    from amd.agent.base import Agent
-    from amd.benchmarks.base import Benchmark
 
 T = TypeVar("T")
 
@@ -111,61 +110,37 @@ def load_target(target: str) -> Any:
         return getattr(importlib.import_module(module), attr)
 
 
-BENCHMARKS: Registry[Callable[..., "Benchmark"]] = Registry("benchmark", groups={"amd.benchmarks": {}})
-BENCHMARKS.add("bfcl", "amd.benchmarks.bfcl:BfclMultiTurn")
-# meta `setup`: a make target that prepares what the benchmark needs beside amd's environment (the workflow runs it
-# before the benchmark's first job); meta `model_options`: its options whose value is a model spec (amd.llm.specs),
-# checked with the config's agents before any job runs.
-BENCHMARKS.add("appworld", "amd.benchmarks.appworld:AppWorld", setup="appworld-venv")
-BENCHMARKS.add("toolsandbox", "amd.benchmarks.toolsandbox:ToolSandbox", model_options=("user_model",))
-# An extension: AgentDojo is not one of the paper's benchmarks (options: suite=banking,slack,...).
-BENCHMARKS.add("agentdojo", "amd.benchmarks.agentdojo:AgentDojo")
+IN_TREE = Path(__file__).resolve().parents[1] / "plugins.toml"  # this tree's plug-ins, one line each
 
-# Agents that act without a model are chosen by their own name as the agent spec; every other spec (openai:,
-# vllm:, local:) is a model (amd.llm.specs) driven by the `model` agent.
-AGENTS: Registry[type["Agent"]] = Registry("agent", check=lambda found: isinstance(found, type), expected="a class")
-AGENTS.add("model", "amd.agent.agents:ModelAgent")
-AGENTS.add("oracle", "amd.agent.agents:OracleAgent")
-
-# Each entry is the method's spec (amd.core.spec.MethodSpec): its memory types, named configs (a config with options is a
-# variant of its method), build and run options, its tables; `zero_shot` is built in.
+BENCHMARKS: Registry[Callable[..., Any]] = Registry("benchmark", groups={"amd.benchmarks": {}})
+AGENTS: Registry[type[Any]] = Registry("agent", check=lambda found: isinstance(found, type), expected="a class")
 MEMORY_METHODS: Registry[MethodSpec] = Registry("memory method", groups={"amd.memory_methods": {}},
                                                 check=lambda found: isinstance(found, MethodSpec),
                                                 expected="its spec (amd.api.MethodSpec)")
-MEMORY_METHODS.add("amd", "amd.memory.amd_method.spec:SPEC")
-# The paper's Table 1 baselines (their specs say where the AMD authors' release has their code).
-MEMORY_METHODS.add("reasoningbank", "amd.memory.baseline_specs:REASONINGBANK")
-MEMORY_METHODS.add("memp", "amd.memory.baseline_specs:MEMP")
-MEMORY_METHODS.add("sasm", "amd.memory.baseline_specs:SASM")
-
-# Who writes memory: `rules` (deterministic, model-free) or any model spec (amd.llm.specs).
 WRITERS: Registry[Callable[..., Any]] = Registry("memory writer")
-WRITERS.add("rules", "amd.memory.writing:RulesWriter")
-WRITERS.add("model", "amd.memory.writing:ModelWriter")
-
-# Embedders by the kind before the colon of their spec (local:all-minilm-l6-v2, openai:MODEL, hash:DIM).
 EMBEDDERS: Registry[Callable[..., Any]] = Registry("embedder")
-EMBEDDERS.add("local", "amd.memory.embed:LocalMiniLM", example="local:all-minilm-l6-v2")
-EMBEDDERS.add("openai", "amd.memory.embed:OpenAIEmbedder", example="openai:text-embedding-3-small")
-EMBEDDERS.add("hash", "amd.memory.embed:HashEmbedder", example="hash:DIM (tests only)")
-
-# Tables and figures of `amd table` / `amd figure` and of the workflow's `outputs`; a memory method's own tables come
-# from its spec (meta `method`); installed packages add tables and figures under `amd.tables` and `amd.figures`.
+# Tables and figures; installed packages add theirs under `amd.tables` and `amd.figures`.
 OUTPUTS: Registry[Callable[..., Any]] = Registry("output", groups={"amd.tables": {"kind": "table"},
                                                                    "amd.figures": {"kind": "figure"}})
-for _table in ("table1_main", "table2_ablation", "table3_teacher", "table5_repeats", "table6_protocols"):
-    OUTPUTS.add(_table, f"amd.analysis.tables:{_table}", kind="table")
-# Beyond the paper's tables: each task with and without memory, and an exact sign test on the pairs.
-OUTPUTS.add("paired_tasks", "amd.analysis.paired:paired_tasks", kind="table")
-OUTPUTS.add("security_pairs", "amd.analysis.paired:security_pairs", kind="table")
-# Several teachers: single-teacher memory beside a bank pooled from several (amd memory pool).
-OUTPUTS.add("table_multi_teacher", "amd.analysis.teachers:table_multi_teacher", kind="table")
-# Beyond the paper: the teacher-student fit probe, ranked and checked against the grid where it has run.
-OUTPUTS.add("probe_fit", "amd.analysis.teachers:probe_fit", kind="table")
-# What retrieval saw per memory type: queries that δ left with no entry, the similarities of what was injected.
-OUTPUTS.add("retrieval_delta", "amd.analysis.tables:retrieval_delta", kind="table")
-for _figure in ("fig3_steps", "fig4_student_size", "fig5_k_sweep"):
-    OUTPUTS.add(_figure, f"amd.analysis.figures:{_figure}", kind="figure")
+# Each section of plugins.toml: its registry, and the meta its entries get.
+SECTIONS: dict[str, tuple[Registry[Any], dict[str, Any]]] = {
+    "benchmarks": (BENCHMARKS, {}), "agents": (AGENTS, {}), "memory_methods": (MEMORY_METHODS, {}),
+    "writers": (WRITERS, {}), "embedders": (EMBEDDERS, {}), "tables": (OUTPUTS, {"kind": "table"}),
+    "figures": (OUTPUTS, {"kind": "figure"})}
+
+
+def register_in_tree(path: Path = IN_TREE) -> None:
+    """Add the plug-ins a plugins.toml lists: `name = "module:attr"`, or an inline table with its `target` and meta."""
+    with open(path, "rb") as f:
+        sections = tomllib.load(f)
+    for section, entries in sections.items():
+        registry, meta = SECTIONS[section]
+        for name, value in entries.items():
+            fields = dict(value) if isinstance(value, dict) else {"target": value}
+            registry.add(name, fields.pop("target"), **meta, **fields)
+
+
+register_in_tree()
 
 
 def _method_tables() -> Iterable[tuple[str, str, dict[str, Any]]]:
@@ -177,7 +152,3 @@ def _method_tables() -> Iterable[tuple[str, str, dict[str, Any]]]:
 
 OUTPUTS.add_source(_method_tables)
 
-
-def create_benchmark(name: str, **options: Any) -> "Benchmark":
-    """A benchmark object by its registered name (options are the benchmark's own, e.g. a suite)."""
-    return BENCHMARKS.load(name)(**options)

@@ -1,7 +1,7 @@
 """What a memory method declares about itself, beside its code: its `MethodSpec`.
 
-A spec is a small module-level constant (amd/memory/amd_method/spec.py is AMD's) that imports nothing heavy, so listing
-every method's types, configs and options costs no import of the methods themselves. `amd.core.registry` names each
+A spec is a small module-level constant (amd/methods/amd/spec.py is AMD's) that imports nothing heavy, so listing
+every method's types, configs and options costs no import of the methods themselves. amd/plugins.toml names each
 spec (or an installed package declares it under the entry point group `amd.memory_methods`); `amd.core.vocabulary`
 collects them, and the command line, the config schema, the workflow and the analysis ask them instead of naming
 a method, an option or a config.

@@ -6,7 +6,6 @@ which equals the official Qwen GGUF release. A mismatch is a hard error.
 """
 
 import hashlib
-import importlib
 import os
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from amd.core.errors import AmdError
 from amd.core.files import atomic_file, sha256_file
 from amd.core.net import free_port, wait_for_models
 from amd.core.paths import cache_dir
+from amd.core.registry import load_target
 from amd.llm.specs import LocalWeights
 
 CHUNK = 8 << 20
@@ -50,12 +50,12 @@ def _part_paths(weights: LocalWeights) -> list[Path]:
     paths = []
     for i in range(1, weights.parts + 1):
         try:
-            module = importlib.import_module(f"{weights.module_prefix}{i}")
+            get_part_path = load_target(f"{weights.module_prefix}{i}:get_part_path")
         except ImportError:
             hint = f" (or `make {weights.make_target}`)" if weights.make_target else ""
             raise AmdError(f"local:{weights.name} needs its weight packages, {weights.package_prefix}{i} is missing: "
                            f"{weights.pip_command()}{hint}") from None
-        paths.append(Path(module.get_part_path()))
+        paths.append(Path(get_part_path()))
     return paths
 
 

@@ -12,11 +12,13 @@ import json
 import logging
 import re
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from amd.core.errors import AmdError
 from amd.core.prompts import load_prompt
-from amd.memory.method import first_per_task
+from amd.memory.bank import BankContents
+from amd.memory.method import BankHooks, first_per_task
 from amd.memory.placeholders import placeholder_for, scrub_free_text
 from amd.memory.steps import Step, is_error_observation, one_line, qualified_name, render_steps_code
 
@@ -37,6 +39,31 @@ def baseline_manifest(used: list[dict], audit: Counter) -> dict:
     return {"outcomes": {word: sum(outcome(r) == word for r in used) for word in (SUCCESS, FAILURE)},
             "used_task_ids": sorted(record["task_id"] for record in used),
             "audit": {key: audit.get(key, 0) for key in AUDIT_KEYS}}
+
+
+class PerTaskBaseline:
+    """The skeleton the three baselines share as methods: each task's run distilled into entries of one memory type
+    (`distill(record, benchmark, chat) -> (entries, writer audit)`), no build or run options, and the method's hooks
+    opened over the bank. A baseline names its parts; `manifest_extra` adds its own manifest fields."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    memory_type: ClassVar[str]  # the one memory type's name
+    embedded: ClassVar[str]  # the entry field that is embedded
+    distill: ClassVar[Callable[..., tuple[list[dict], Counter]]]
+    hooks: ClassVar[type[BankHooks]]
+
+    def build(self, records: list[dict], context) -> BankContents:
+        entries, audit, used = distill_each_task(self.name, records, context, type(self).distill)
+        return BankContents(entries={self.memory_type: entries}, embedded={self.memory_type: self.embedded},
+                            manifest=baseline_manifest(used, audit) | self.manifest_extra())
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {}
+
+    def open(self, bank, config, settings) -> BankHooks:
+        reject_options(self.name, settings.options, "run")
+        return self.hooks(bank, config, settings)
 
 
 def distill_each_task(method: str, records: list[dict], context, distill) -> tuple[list[dict], Counter, list]:

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 import amd
+from amd.benchmarks.base import create_benchmark
 from amd.core.errors import AmdError
 from amd.core.files import sha256_file
-from amd.core.registry import create_benchmark
 from amd.core.schema import read_run
 from amd.core.spec import parse_options
 from amd.core.trajectory import TrajectoryRecord

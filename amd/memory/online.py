@@ -1,6 +1,6 @@
 """Online memory (beyond the paper, whose memory stays frozen at inference time, §6): a frozen bank plus what a run
 adds to it as its tasks finish, and the run's history of those changes. The method decides what to learn from a
-finished task (AMD: amd.memory.amd_method.online); this module holds the store and the history.
+finished task (AMD: amd.methods.amd.online); this module holds the store and the history.
 
 - The frozen bank on disk is never changed: `OnlineBank` holds copies of its entries and indexes in memory, plus
   the entries added during the run.

@@ -42,7 +42,7 @@ class TaskPools:
         return self._listings[key]
 
     def _list(self, benchmark: str, options: dict) -> list[str] | None:
-        from amd.core.registry import create_benchmark
+        from amd.benchmarks.base import create_benchmark
 
         try:
             opened = create_benchmark(benchmark, **options)

@@ -23,8 +23,8 @@ import urllib.request
 
 from amd.agent.agents import ModelAgent
 from amd.agent.json_steps import read_step, step_format
-from amd.benchmarks import bfcl
 from amd.benchmarks.agentdojo import AgentDojo
+from amd.benchmarks.bfcl import benchmark as bfcl
 from amd.llm import ChatModel, open_model
 from amd.llm.client import resolve_params, sdk_client
 

@@ -14,11 +14,11 @@ function doc (the argument and response schema App. C gives AppWorld's function 
 decomposes with the benchmark's own prompt where prompts/ has one (decompose_appworld.md: the paper's Fig. 15 is
 AppWorld's, with a login prior).
 
-Beyond the paper, two run options (each a config variant of AMD's spec, amd.memory.amd_method.spec):
+Beyond the paper, two run options (each a config variant of AMD's spec, amd.methods.amd.spec):
 `decompose_samples=n` (n > 1) decomposes the instruction n more times at `decompose_temperature`, one seed each,
-and retrieves by the labels the samples agree on (amd.memory.amd_method.decompose); `fn_gate=repeat` gives function memory
+and retrieves by the labels the samples agree on (amd.methods.amd.decompose); `fn_gate=repeat` gives function memory
 for a function only from its second error in the task on (its first error gets no hint, recorded as withheld).
-Online (run option `online`, amd.memory.amd_method.online), entries that failed rank lower; a frozen bank ranks by cosine.
+Online (run option `online`, amd.methods.amd.online), entries that failed rank lower; a frozen bank ranks by cosine.
 """
 
 import threading
@@ -31,10 +31,10 @@ from amd.agent.hooks import Injection, TaskContext
 from amd.core.errors import AmdError
 from amd.core.prompts import benchmark_prompt, load_prompt
 from amd.core.trajectory import MemoryQuery, recorded
-from amd.memory.amd_method.decompose import checked_decomposition, decompose_instruction
-from amd.memory.amd_method.render import check_representation, parse_representation, render_block
-from amd.memory.amd_method.spec import RECORD_DEFAULTS, RUN_OPTIONS
 from amd.memory.method import BankHooks, injection_records, query_record
+from amd.methods.amd.decompose import checked_decomposition, decompose_instruction
+from amd.methods.amd.render import check_representation, parse_representation, render_block
+from amd.methods.amd.spec import RECORD_DEFAULTS, RUN_OPTIONS
 
 FN_GATES = RUN_OPTIONS["fn_gate"].choices  # repeat: no function memory on a function's first error in the task
 TURN_MEMORY = RUN_OPTIONS["turn_memory"].choices  # user: after the turn's message; system: in the system message

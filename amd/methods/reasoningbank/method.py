@@ -21,19 +21,16 @@ from typing import Any
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.prompts import load_prompt
-from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
+    PerTaskBaseline,
     apps_used,
     ask_model,
-    baseline_manifest,
     call_order,
-    distill_each_task,
     error_message,
     executed,
     first_error,
     outcome,
-    reject_options,
     run_text,
 )
 from amd.memory.method import BankHooks, injection_records
@@ -41,25 +38,11 @@ from amd.memory.steps import is_error_observation, qualified_name, steps_of
 
 log = logging.getLogger("amd.memory")
 
-REASONING = "reasoning"  # the memory type's name (amd.core.registry)
+REASONING = "reasoning"  # the memory type's name (its spec)
 MAX_ITEMS = 3
 FIELDS = ("title", "description", "content")
 _SECTION = re.compile(r"^\s*#{2,}\s*(title|description|content)\b\s*:?\s*(.*)$", re.IGNORECASE)
 _ITEM_HEADING = re.compile(r"^\s*#\s*memory item\b", re.IGNORECASE)
-
-
-class ReasoningBank:
-    name = "reasoningbank"
-    version = "1"
-
-    def build(self, records: list[dict], context) -> BankContents:
-        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
-        return BankContents(entries={REASONING: entries}, embedded={REASONING: "query"},
-                            manifest=baseline_manifest(used, audit))
-
-    def open(self, bank, config, settings) -> "ReasoningHooks":
-        reject_options(self.name, settings.options, "run")
-        return ReasoningHooks(bank, config, settings)
 
 
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
@@ -191,3 +174,12 @@ def render_block(entries: list[dict]) -> str:
     body = "\n\n".join(f"# Memory Item {n}\n## Title {item['title']}\n## Description {item['description']}\n"
                        f"## Content {item['content']}" for n, item in enumerate(items, start=1))
     return load_prompt("memory_block_reasoningbank").format(items=body).strip()
+
+
+class ReasoningBank(PerTaskBaseline):
+    """ReasoningBank as a registered method: one entry of memory items per task, retrieved by the instruction."""
+
+    name = "reasoningbank"
+    memory_type, embedded = REASONING, "query"
+    distill = staticmethod(bank_entries)
+    hooks = ReasoningHooks

@@ -32,18 +32,15 @@ import numpy as np
 
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.prompts import load_prompt
-from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
+    PerTaskBaseline,
     ask_model,
-    baseline_manifest,
-    distill_each_task,
     error_message,
     executed,
     is_slot,
     numbered_steps,
     outcome,
-    reject_options,
     run_text,
     typed_call,
 )
@@ -53,7 +50,7 @@ from amd.memory.writing import json_array_in
 
 log = logging.getLogger("amd.memory")
 
-STAGE = "stage"  # the memory type's name (amd.core.registry)
+STAGE = "stage"  # the memory type's name (its spec)
 STAGES = ("explore", "authenticate", "query", "execute", "verify")
 MIN_SEGMENTS, MAX_SEGMENTS = 3, 7
 MIN_BULLETS, MAX_BULLETS = 3, 8
@@ -70,20 +67,6 @@ _PHRASE = {"explore": "Look around", "authenticate": "Log in", "query": "Read th
            "execute": "Make the requested change", "verify": "Check the result"}
 _MARKED = re.compile(r"^\s*(?:[-*•]\s*|\d+[.)]\s*)?([✓✗])\s*(.+)$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.+)$")
-
-
-class Sasm:
-    name = "sasm"
-    version = "1"
-
-    def build(self, records: list[dict], context) -> BankContents:
-        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
-        return BankContents(entries={STAGE: entries}, embedded={STAGE: "description"},
-                            manifest=baseline_manifest(used, audit) | {"stages": list(STAGES)})
-
-    def open(self, bank, config, settings) -> "StageHooks":
-        reject_options(self.name, settings.options, "run")
-        return StageHooks(bank, config, settings)
 
 
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
@@ -314,3 +297,15 @@ def student_plan(task: TaskContext) -> list[tuple[str, str]]:
             log.warning("%s: stage plan unusable (%s); querying every stage with the instruction", task.task_id,
                         reply.error or repr((reply.text or "")[:80]))
     return plan or [(stage, task.instruction) for stage in STAGES]
+
+
+class Sasm(PerTaskBaseline):
+    """SASM as a registered method: stage-labelled experience per task, retrieved stage by stage."""
+
+    name = "sasm"
+    memory_type, embedded = STAGE, "description"
+    distill = staticmethod(bank_entries)
+    hooks = StageHooks
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {"stages": list(STAGES)}

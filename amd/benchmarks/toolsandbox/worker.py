@@ -1,4 +1,4 @@
-"""The ToolSandbox side of amd's ToolSandbox benchmark (`amd.benchmarks.toolsandbox` starts it): a worker process
+"""The ToolSandbox side of amd's ToolSandbox benchmark (`amd.benchmarks.toolsandbox.benchmark` starts it): a worker process
 that runs in ToolSandbox's own virtual environment and imports only the standard library and `tool_sandbox`,
 never amd.
 
@@ -21,7 +21,7 @@ Events: {"event": "agent_turn", "messages": [...], "tools": [...], "system": [..
 raised), where a message is {"role": "user", "content"} or {"role": "tool", "id", "content", "error", "refused"}.
 While playing, the worker may ask {"ask": "user_model", "messages": [...], "tools": [...] | null} and reads
 {"reply": {"text", "tool_calls": [{"name", "arguments"}]}}. A bad request is answered {"error": ...}.
-Run as `python toolsandbox_worker.py` with AMD_LIFELINE_FD naming a pipe that amd holds the write end of. The
+Run as `python worker.py` with AMD_LIFELINE_FD naming a pipe that amd holds the write end of. The
 worker exits when its stdin closes or that pipe ends (amd is gone), whatever it is doing.
 """
 

@@ -1,6 +1,6 @@
 """BFCL V3 multi-turn base (the `bfcl-eval` package's multi_turn_base set) behind the amd benchmark protocol.
 
-Agent actions run on backend instances this module owns, fresh per episode, after `bfcl_calls` has validated
+Agent actions run on backend instances this module owns, fresh per episode, after `calls` has validated
 them; the package's own executor (which eval()s call text and caches instances in globals) never sees model
 text.
 Scoring uses the package's official multi-turn checker on our canonical call strings.
@@ -14,7 +14,6 @@ as bfcl-eval's OpenAI function-calling handler converts them (`official_tools`).
 
 import copy
 import functools
-import importlib
 import importlib.metadata
 import inspect
 import json
@@ -26,10 +25,11 @@ from typing import Any
 
 from amd.benchmarks import base
 from amd.benchmarks.base import Benchmark, CallRejected, FunctionInfo, Proposal, Verdict, canonical_call
-from amd.benchmarks.bfcl_calls import parse_call, read_call
+from amd.benchmarks.bfcl.calls import parse_call, read_call
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.files import sha256_file
 from amd.core.paths import cache_dir
+from amd.core.registry import load_target
 from amd.core.trajectory import TrajectoryRecord
 
 CATEGORY = "multi_turn_base"
@@ -45,10 +45,9 @@ FUNCTION_LABELS = {  # the file-system commands as verb phrases (subtask labels 
 }
 
 
-def _import_bfcl(module: str):
-    """Import a bfcl_eval module, first pointing its project root (where it writes files) at our cache."""
+def _bfcl_ready() -> None:
+    """Before bfcl_eval is first imported: its project root (where it writes files) is our cache."""
     os.environ.setdefault("BFCL_PROJECT_ROOT", str(cache_dir("bfcl_project")))
-    return importlib.import_module(module)
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,11 @@ class _Dataset:
 
 @functools.cache
 def _dataset() -> _Dataset:
-    config = _import_bfcl("bfcl_eval.constants.executable_backend_config")
-    data_dir = Path(_import_bfcl("bfcl_eval").__file__).parent / "data"
+    _bfcl_ready()
+    import bfcl_eval
+    from bfcl_eval.constants import executable_backend_config as config
+
+    data_dir = Path(bfcl_eval.__file__).parent / "data"
     questions = data_dir / DATA_FILE
     answers = data_dir / "possible_answer" / DATA_FILE
     entries = {entry["id"]: entry for entry in _read_jsonl(questions)}
@@ -223,10 +225,11 @@ class BfclEpisode(base.CallByCallEpisode):
         """The tools as bfcl-eval's OpenAI function-calling handler sends them: its own loader's processing of the
         entry (the involved classes' docs, a Python-syntax note on each description) and its own conversion
         (`convert_to_tool`: float as number with format float, untyped as string, the response schema kept)."""
-        package = _import_bfcl("bfcl_eval.utils")
-        handler_utils = _import_bfcl("bfcl_eval.model_handler.utils")
-        enums = _import_bfcl("bfcl_eval.constants.enums")
-        types = _import_bfcl("bfcl_eval.constants.type_mappings")
+        _bfcl_ready()
+        from bfcl_eval import utils as package
+        from bfcl_eval.constants import enums
+        from bfcl_eval.constants import type_mappings as types
+        from bfcl_eval.model_handler import utils as handler_utils
         entry = {"id": self.task_id, "involved_classes": list(self._entry["involved_classes"])}
         entry = package.add_language_specific_hint_to_function_doc(
             package.populate_test_cases_with_predefined_functions([entry]))[0]
@@ -253,12 +256,13 @@ def official_check(entry: dict, ground_truth: list[list[str]], decoded: list[lis
     """Run bfcl's multi_turn_checker and return its answer, JSON-safe.
 
     The checker eval()s every string it is given. It only ever receives canonical strings built by
-    `canonical_call` from validated literal values (see `bfcl_calls`): a plain function name and keyword
+    `canonical_call` from validated literal values (see `calls`): a plain function name and keyword
     arguments whose values are Python literal reprs. Its rewrite of `name(` into `instance.name(` can only add
     identifier characters, also inside string literals, so it cannot turn a literal into code.
     """
-    checker = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
-    utils = _import_bfcl("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+    _bfcl_ready()
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as checker
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils as utils
     model_name = f"amd_{uuid.uuid4().hex}"
     try:
         result = checker.multi_turn_checker(decoded, ground_truth, entry, CATEGORY, model_name)
@@ -320,10 +324,11 @@ def _json_schema(schema: dict) -> dict:
 
 def _fresh_backends(entry: dict, class_docs: dict[str, list[dict]]) -> dict:
     """Function name → bound method of a new backend instance loaded with this entry's initial state."""
-    config = _import_bfcl("bfcl_eval.constants.executable_backend_config")
+    _bfcl_ready()
+    from bfcl_eval.constants import executable_backend_config as config
     methods = {}
     for class_name, docs in class_docs.items():
-        backend_class = getattr(_import_bfcl(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
+        backend_class = load_target(f"{config.CLASS_FILE_PATH_MAPPING[class_name]}:{class_name}")
         instance = backend_class()
         if class_name not in config.STATELESS_CLASSES:
             initial_state = copy.deepcopy(entry["initial_config"].get(class_name, {}))

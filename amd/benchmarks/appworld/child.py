@@ -1,7 +1,7 @@
 """AppWorld's environment server on a socket that amd hands over. Run by the AppWorld virtual environment's Python
-(`appworld_server.py` starts it); amd never imports this file.
+(`server.py` starts it); amd never imports this file.
 
-    python -I appworld_child.py FD VERSION
+    python -I child.py FD VERSION
 
 FD is a TCP socket that amd has bound to 127.0.0.1 and listens on: this process binds no socket of its own, so the
 server cannot be reached from another machine (`appworld serve environment` binds 0.0.0.0 and has no host option).

@@ -14,8 +14,8 @@ from typing import Any
 
 from amd.core.errors import AmdError
 from amd.core.prompts import load_prompt
-from amd.memory.amd_method.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 from amd.memory.steps import one_line
+from amd.methods.amd.spec import AMD_TYPES, DEFAULT_REPRESENTATION, REPRESENTATIONS
 
 SIGNATURE = "signature"
 FORMS = {t.name: (*REPRESENTATIONS, SIGNATURE) if t.name == "function" else REPRESENTATIONS for t in AMD_TYPES}

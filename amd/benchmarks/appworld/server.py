@@ -2,7 +2,7 @@
 
 AppWorld pins pydantic<2, FastAPI 0.110, SQLAlchemy 1.4 and httpx<0.28, so it cannot share amd's environment:
 `make appworld-venv` builds `.venv-appworld/` (or $AMD_APPWORLD_VENV) from requirements-appworld.txt. Each server is
-that environment's Python running `appworld_child.py`, which serves AppWorld's own app on a socket this module
+that environment's Python running `child.py`, which serves AppWorld's own app on a socket this module
 binds to 127.0.0.1 and hands over; the server never binds one itself. It starts confined, with a minimal
 environment, and ends with the run whatever ends it (`amd.benchmarks.processes`); a pool of them gives each worker
 its own server (one server serves one task at a time).
@@ -20,8 +20,8 @@ from amd.core.errors import AmdError
 
 VERSION = "0.1.3.post1"
 LOOPBACK = "127.0.0.1"
-CHILD = Path(__file__).resolve().with_name("appworld_child.py")
-DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-appworld"
+CHILD = Path(__file__).resolve().with_name("child.py")
+DEFAULT_VENV = Path(__file__).resolve().parents[3] / ".venv-appworld"
 INSTALLED_STAMP = ".amd-installed"  # written by `make appworld-venv` once AppWorld is installed and unpacked
 STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0  # AppWorld itself stops a code block after 100 s; evaluation can take longer

@@ -18,9 +18,9 @@ MAX_DECOMPOSE_SAMPLES = 99
 FULL = ("wf", "st", "fn")
 CONFIGS: dict[str, Config | tuple[str, ...]] = {"wf": ("wf",), "wf_st": ("wf", "st"), "wf_st_fn": FULL, "wf_fn": ("wf", "fn"), "st_only": ("st",),
            "fn_only": ("fn",)}
-# Beyond the paper: variants of the full config (run options of amd.memory.amd_method.retrieval). Checked decomposition:
+# Beyond the paper: variants of the full config (run options of amd.methods.amd.retrieval). Checked decomposition:
 # 5 sampled decompositions merged by agreement; gated function memory: hints from a function's second error on;
-# compressed function memory: one line per function. Online memory (amd.memory.amd_method.online): the bank grows with the
+# compressed function memory: one line per function. Online memory (amd.methods.amd.online): the bank grows with the
 # student's own successes during the run; it runs after the frozen run of its cell, whose replies it finds cached.
 VARIANTS: dict[str, Config | tuple[str, ...]] = {
     "wf_st_fn_checked": Config(FULL, {"decompose_samples": 5}),
@@ -102,7 +102,7 @@ REPRESENTATION = Setting(
 ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "memory": {"online": {
         "type": "object",
-        "description": "Online memory (amd run --online; amd.memory.amd_method.online): the bank grows during the run. "
+        "description": "Online memory (amd run --online; amd.methods.amd.online): the bank grows during the run. "
         "writer: who distils the student's successes (rules, student or a model spec); dedup: the cosine at or above "
         "which a new entry is a near-duplicate; decay: rank lost per net failure. The run's history is "
         "RUN.online.jsonl beside the run file.",
@@ -120,13 +120,13 @@ ONLINE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
 RECORD_DEFAULTS = {"turn_memory": "user", "placement": "after", "fn_doc": False, "decompose_prompt": "decompose",
                    "fn_gate": "always", "subtask_view": "steps", "decompose_input": "instruction",
                    "fn_rank": "instruction"}
-TABLES = "amd.memory.amd_method.tables"
+TABLES = "amd.methods.amd.tables"
 SPEC = MethodSpec(
-    name="amd", implementation="amd.memory.amd_method.method:AmdMemory", title="AMD", types=AMD_TYPES,
+    name="amd", implementation="amd.methods.amd.method:AmdMemory", title="AMD", types=AMD_TYPES,
     configs=CONFIGS | VARIANTS, build_options=BUILD_OPTIONS, run_options=RUN_OPTIONS, settings=(REPRESENTATION,),
     table1=("wf_st_fn",), proposed=True, detail_columns=f"{TABLES}:detail_columns", record_fields=ONLINE_FIELDS,
-    record_defaults=RECORD_DEFAULTS, run_usage="amd.memory.amd_method.online:writer_usage",
-    run_entries="amd.memory.amd_method.online:added_entries",
+    record_defaults=RECORD_DEFAULTS, run_usage="amd.methods.amd.online:writer_usage",
+    run_entries="amd.methods.amd.online:added_entries",
     tables={name: f"{TABLES}:{name}" for name in ("table4_representation", "decomposition_check",
                                                    "function_gating", "online_vs_frozen")},
 )

@@ -12,7 +12,7 @@ from amd.analysis.paired import paired_as, variant_cell, variant_runs
 from amd.analysis.reference import load_reference
 from amd.analysis.tables import paper_value, settings_of
 from amd.core.vocabulary import memory_config
-from amd.memory.amd_method.render import parse_representation
+from amd.methods.amd.render import parse_representation
 
 
 def detail_columns(records: list[dict]) -> dict:

@@ -29,18 +29,15 @@ import numpy as np
 from amd.agent.hooks import Injection, TaskContext
 from amd.core.prompts import load_prompt
 from amd.core.trajectory import MemoryQuery
-from amd.memory.bank import BankContents
 from amd.memory.baselines import (
     SUCCESS,
+    PerTaskBaseline,
     ask_model,
-    baseline_manifest,
-    distill_each_task,
     error_message,
     executed,
     first_error,
     is_slot,
     outcome,
-    reject_options,
     run_text,
     typed_call,
 )
@@ -50,7 +47,7 @@ from amd.memory.writing import json_array_in
 
 log = logging.getLogger("amd.memory")
 
-PROCEDURE = "procedure"  # the memory type's name (amd.core.registry)
+PROCEDURE = "procedure"  # the memory type's name (its spec)
 MIN_KEYWORDS, MAX_KEYWORDS = 5, 10
 MIN_STEPS, MAX_STEPS = 5, 15
 TASK_TYPE_CHARS = 100  # the release shows the first 100 characters of the source task
@@ -64,20 +61,6 @@ STOP_WORDS = frozenset({
     "also", "just", "only", "very", "more", "most", "other", "about", "above", "after", "again", "before",
     "below", "between", "both", "during", "over", "under", "until", "while", "please", "make", "sure", "let",
     "know", "need", "want", "like", "get", "use", "using"})
-
-
-class Memp:
-    name = "memp"
-    version = "1"
-
-    def build(self, records: list[dict], context) -> BankContents:
-        entries, audit, used = distill_each_task(self.name, records, context, bank_entries)
-        return BankContents(entries={PROCEDURE: entries}, embedded={PROCEDURE: "key"},
-                            manifest=baseline_manifest(used, audit))
-
-    def open(self, bank, config, settings) -> "AveFactHooks":
-        reject_options(self.name, settings.options, "run")
-        return AveFactHooks(bank, config, settings)
 
 
 def bank_entries(record: dict, benchmark, chat=None) -> tuple[list[dict], Counter]:
@@ -199,3 +182,12 @@ def render_block(entries: list[dict]) -> str:
         f"[Memory {n} | {'SUCCESS' if entry['success'] else 'FAILURE'}] Task type: "
         f"{entry['task'][:TASK_TYPE_CHARS]}\n{entry['script']}" for n, entry in enumerate(entries, start=1))
     return load_prompt("memory_block_memp").format(memories=memories).strip()
+
+
+class Memp(PerTaskBaseline):
+    """MemP as a registered method: one procedure per task, AveFact retrieval at task start."""
+
+    name = "memp"
+    memory_type, embedded = PROCEDURE, "key"
+    distill = staticmethod(bank_entries)
+    hooks = AveFactHooks

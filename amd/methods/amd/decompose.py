@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from amd.core.prompts import load_prompt
-from amd.memory.amd_method.spec import MAX_DECOMPOSE_SAMPLES
 from amd.memory.writing import json_array_in
+from amd.methods.amd.spec import MAX_DECOMPOSE_SAMPLES
 
 log = logging.getLogger("amd.memory")
 MAX_LABELS = 6

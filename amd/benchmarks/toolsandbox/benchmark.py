@@ -3,7 +3,7 @@ benchmark, a stateful tool world with a simulated user.
 
 ToolSandbox pins packages that clash with ours (openai 1.17, numpy 1.26, transformers 4.41, ...), so it lives in
 its own virtual environment (`make toolsandbox`; `AMD_TOOLSANDBOX_PYTHON` names another interpreter) and runs in
-worker processes (`toolsandbox_worker.py`, JSON lines over stdin/stdout) that this module starts and always stops:
+worker processes (`worker.py`, JSON lines over stdin/stdout) that this module starts and always stops:
 on close(), as soon as a request to one fails, and, should this process die, by themselves.
 
 A worker plays one scenario with ToolSandbox's own roles and evaluation. Its agent turns come here: every call the
@@ -42,7 +42,7 @@ from amd.benchmarks.base import (
     Verdict,
     canonical_call,
 )
-from amd.benchmarks.bfcl_calls import read_call
+from amd.benchmarks.bfcl.calls import read_call
 from amd.benchmarks.parsing import parse_reply
 from amd.benchmarks.processes import ConfinedProcess, Confinement, ProcessPool
 from amd.core.errors import AmdError, did_you_mean
@@ -50,8 +50,8 @@ from amd.core.prompts import load_prompt
 from amd.core.spec import finite_float
 from amd.core.trajectory import UserCalls
 
-WORKER = Path(__file__).with_name("toolsandbox_worker.py")
-DEFAULT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-toolsandbox" / "bin" / "python"
+WORKER = Path(__file__).with_name("worker.py")
+DEFAULT_PYTHON = Path(__file__).resolve().parents[3] / ".venv-toolsandbox" / "bin" / "python"
 PYTHON_VARIABLE = "AMD_TOOLSANDBOX_PYTHON"
 SCENARIO_SETS = {"offline": ("offline",), "rapidapi": ("rapidapi",), "base": ("offline", "rapidapi")}
 OPTIONS = ("user_model", "scenarios", "user_temperature", "user_max_tokens", "query")
@@ -103,7 +103,7 @@ class ToolSandbox(Benchmark):
 
     def task_signature(self, task_id: str) -> base.TaskSignature:
         """The scenario's milestones and minefields (ToolSandbox's checks) and the user simulator's instruction, as
-        the worker reads them (toolsandbox_worker.signature)."""
+        the worker reads them (worker.signature)."""
         found = self._ask("signatures")["signatures"].get(task_id, {})
         return base.TaskSignature(checks=found.get("checks"), instruction=found.get("instruction"))
 

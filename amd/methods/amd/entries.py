@@ -14,8 +14,6 @@ from typing import Any
 from amd.benchmarks.base import Benchmark
 from amd.core.prompts import benchmark_prompt
 from amd.core.spec import OptionValue, parse_options
-from amd.memory.amd_method import writers
-from amd.memory.amd_method.spec import AMD_TYPES, BUILD_OPTIONS
 from amd.memory.method import first_per_task
 from amd.memory.placeholders import ValueMask, audit_insight
 from amd.memory.steps import (
@@ -28,6 +26,8 @@ from amd.memory.steps import (
     render_steps_prose,
     steps_of,
 )
+from amd.methods.amd import writers
+from amd.methods.amd.spec import AMD_TYPES, BUILD_OPTIONS
 
 log = logging.getLogger("amd.memory")
 ALL_TYPES = tuple(t.name for t in AMD_TYPES)

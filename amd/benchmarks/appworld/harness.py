@@ -19,7 +19,7 @@ One more option is amd's own, not ACE's (the release has no AppWorld AMD agent t
 which API functions an error's function memory is looked up for. `read` (the default, the project's rule, after the
 paper's Fig. 9, where the student misreads an API's response on a later line): the API calls whose results the
 failing line reads, followed through the block's assignments, else an API call on that line, else none; an API's
-own failure is the call on that line (`amd.benchmarks.appworld.failing_calls`); `line`: only a call on that line (amd's earlier rule).
+own failure is the call on that line (`amd.benchmarks.appworld.benchmark.failing_calls`); `line`: only a call on that line (amd's earlier rule).
 
 ACE's `max_tokens` (2048 by default, 4096 in the release's configs) is the run's `--max-tokens`, not an option here.
 """

@@ -6,7 +6,7 @@ sandboxed interpreter, inside an AppWorld server process, never in amd's). The t
 `apis.supervisor.complete_task(...)` or after the task's step cap (40 in the paper; one user turn, so no per-turn
 cap). The verdict is AppWorld's own evaluation: the task's unit tests over the final database state and the answer.
 AppWorld runs in its own virtual environment behind its HTTP server, one per worker, on loopback only
-(`appworld_server.py`).
+(`server.py`).
 
 Data: AppWorld's release (`appworld download data`), found under --benchmark-option root=PATH or $APPWORLD_ROOT
 (the folder that holds data/). amd reads task lists, API docs and ground-truth solutions as plain files; the
@@ -15,7 +15,7 @@ so AppWorld's outputs (one experiment per episode, removed after it) never land 
 
 Function memory reads the `apis.APP.FUNCTION(...)` calls of each block with `ast` (`api_calls`); nothing is run here.
 The paper harness's settings (ACE's: the first code block only, output and history limits, the step cap scored, a
-fuller guide) are benchmark options, `harness=paper` for all of them (`appworld_harness.py`).
+fuller guide) are benchmark options, `harness=paper` for all of them (`harness.py`).
 """
 
 import ast
@@ -28,9 +28,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-from amd.benchmarks.appworld_harness import DEFAULT_HARNESS, AppWorldHarness, cut_output, harness_from_options
-from amd.benchmarks.appworld_harness import OPTIONS as HARNESS_OPTIONS
-from amd.benchmarks.appworld_server import MODEL_CODE_RUNNER, VERSION, AppWorldServer, AppWorldVenv
+from amd.benchmarks.appworld.harness import DEFAULT_HARNESS, AppWorldHarness, cut_output, harness_from_options
+from amd.benchmarks.appworld.harness import OPTIONS as HARNESS_OPTIONS
+from amd.benchmarks.appworld.server import MODEL_CODE_RUNNER, VERSION, AppWorldServer, AppWorldVenv
 from amd.benchmarks.base import (
     CODE,
     Benchmark,

@@ -4,11 +4,11 @@ opens frozen hooks (`retrieval.py`) or, with the run option `online`, hooks whos
 from collections import Counter
 
 from amd.core.errors import AmdError
-from amd.memory.amd_method.entries import SUBTASK_KEY_FIELD, BuildSettings, build_entries, successful
-from amd.memory.amd_method.render import check_representation, parse_representation
-from amd.memory.amd_method.retrieval import AmdHooks
-from amd.memory.amd_method.spec import AMD_TYPES, REPRESENTATIONS
 from amd.memory.bank import BankContents
+from amd.methods.amd.entries import SUBTASK_KEY_FIELD, BuildSettings, build_entries, successful
+from amd.methods.amd.render import check_representation, parse_representation
+from amd.methods.amd.retrieval import AmdHooks
+from amd.methods.amd.spec import AMD_TYPES, REPRESENTATIONS
 
 AUDIT_KEYS = ("insights_repaired", "insights_rejected", "insights_trimmed", "values_replaced", "writer_fallbacks")
 AUDITED = ("dropped", "edited")  # the manifest's `audited`: the insights the audit dropped (task, reason), edited (id)
@@ -43,7 +43,7 @@ class AmdMemory:
 
     def open(self, bank, config, settings) -> AmdHooks:
         if settings.options.get("online", False):
-            from amd.memory.amd_method.online import OnlineAmdHooks
+            from amd.methods.amd.online import OnlineAmdHooks
 
             return OnlineAmdHooks(bank, config, settings)
         stray = sorted(key for key in settings.options if key.startswith("online_"))

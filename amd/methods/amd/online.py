@@ -21,8 +21,6 @@ from amd.agent.hooks import Injection, RunContext, TaskContext
 from amd.core.errors import AmdError
 from amd.core.trajectory import TrajectoryRecord
 from amd.core.vocabulary import SHARED
-from amd.memory.amd_method.entries import BuildSettings, build_entries
-from amd.memory.amd_method.retrieval import AmdHooks
 from amd.memory.online import (
     History,
     OnlineBank,
@@ -34,6 +32,8 @@ from amd.memory.online import (
 )
 from amd.memory.protocols import unit_field
 from amd.memory.writing import RULES, open_writer
+from amd.methods.amd.entries import BuildSettings, build_entries
+from amd.methods.amd.retrieval import AmdHooks
 
 log = logging.getLogger("amd.memory")
 STUDENT = "student"
