@@ -12,9 +12,9 @@ import yaml
 from test_analysis_outputs import make_grid, record, rewrite_records, student_run
 
 from amd.analysis import figures, layout
-from amd.analysis.cli import register
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
+from amd.cli.figure import register
 
 SPEC = "vllm:Qwen/Qwen3-4B@http://h/v1"
 STUDENT_CAP, TEACHER_CAP = 8, 40

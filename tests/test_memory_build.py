@@ -346,7 +346,7 @@ def test_writer_params_go_over_the_writer_defaults_and_null_leaves_temperature_o
 def test_memory_cli_builds_shows_and_queries(tmp_path, capsys):
     import argparse
 
-    from amd.memory.cli import register
+    from amd.cli.memory import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from amd.cli.serve import register
 from amd.core.errors import AmdError
-from amd.workflow.serve import register, serve_and_run
+from amd.workflow.serve import serve_and_run
 
 FAKE_VLLM = textwrap.dedent("""\
     #!{python}

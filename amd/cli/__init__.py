@@ -1,19 +1,22 @@
 """The `amd` command line. Every Snakemake rule is one call of it.
 
-  amd run BENCHMARK --agent SPEC --out FILE.jsonl [--tasks ID,...] [--limit N] [memory options] (amd.cli.run)
-  amd score FILE.jsonl [...] [--json OUT] [--recheck]
-  amd memory build|pool|show|query ... (amd.memory.cli)
-  amd table|figure|view ...            (amd.analysis.cli)
-  amd serve-batch ... --job LOG CMD    (amd.workflow.serve: a vLLM server and its batch's jobs, all at once)
-  amd serve-run --model M -- CMD       (amd.workflow.serve: a command against a server of its own)
-  amd probe BENCHMARK ... --probe-size N (amd.cli.probe: `amd run` on a small fixed probe set of the tasks)
-  amd plan [--estimate] --configfile F (amd.workflow.plan: the grid's runs and what they would cost)
-  amd release sync --configfile F | check DIR (amd.workflow.release: a config's outputs as a checksummed release)
+Each command is a module of this package with `register(subparsers)` (its parser, its handler as `handler`) and is
+named once in COMMANDS; the flag-value parsers that commands share are in amd.cli.arguments. Adding a command is a
+module and a line in COMMANDS.
+
+  amd run BENCHMARK --agent SPEC --out FILE.jsonl [...]      amd.cli.run: an agent on a benchmark's tasks
+  amd probe BENCHMARK ... --probe-size N                     amd.cli.probe: `amd run` on a small fixed probe set
+  amd score FILE.jsonl [...] [--json OUT] [--recheck]        amd.cli.score
+  amd memory build|pool|show|query ...                       amd.cli.memory
+  amd table|figure|view|groups ...                           amd.cli.table, .figure, .view, .groups
+  amd serve-batch ... --job LOG CMD                          amd.cli.serve: a vLLM server and its batch's jobs
+  amd serve-run --model M -- CMD                             amd.cli.serve: a command against a server of its own
+  amd plan [--estimate] --configfile F                       amd.cli.plan: the grid's jobs and what they would cost
+  amd release sync --configfile F | check DIR                amd.cli.release: a config's outputs as a release
 """
 
 import argparse
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from amd.core.errors import AmdError
 from amd.core.files import DISK_FULL, log_kept, sole_writer
+from amd.core.registry import load_target
 from amd.core.text import printable
 
 
@@ -157,28 +161,14 @@ def command_name(args) -> str:
     return " ".join(["amd", args.command, *([args.memory_command] if getattr(args, "memory_command", None) else [])])
 
 
+# One module per command, registered in this order (the order `amd --help` lists them in).
+COMMANDS = ("amd.cli.run", "amd.cli.score", "amd.cli.memory", "amd.cli.table", "amd.cli.figure", "amd.cli.view",
+            "amd.cli.groups", "amd.cli.serve", "amd.cli.probe", "amd.cli.plan", "amd.cli.release")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amd", description="Agent Memory Distillation pipeline")
     commands = parser.add_subparsers(dest="command", required=True)
-    importlib.import_module("amd.cli.run").register(commands)
-    _add_score(commands)
-    for module in ("amd.memory.cli", "amd.analysis.cli", "amd.workflow.serve", "amd.cli.probe", "amd.workflow.plan",
-                   "amd.workflow.release"):
-        importlib.import_module(module).register(commands)
+    for module in COMMANDS:
+        load_target(f"{module}:register")(commands)
     return parser
-
-
-def _add_score(commands) -> None:
-    score = commands.add_parser("score", help="success rate, mean steps and tokens of run files")
-    score.add_argument("files", nargs="+")
-    score.add_argument("--json", help="also write the table as JSON here")
-    score.add_argument("--recheck", action="store_true",
-                       help="re-score every stored trajectory with the benchmark's own checker")
-    score.set_defaults(handler=_score_command)
-
-
-def _score_command(args) -> int:
-    from amd.analysis.score import score_from_args
-
-    return score_from_args(args)
-

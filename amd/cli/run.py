@@ -12,6 +12,7 @@ from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import create_benchmark
 from amd.benchmarks.duplicates import exclusion_groups
+from amd.cli.arguments import key_values, parse_per_type, similarities, temperature
 from amd.core.errors import AmdError, did_you_mean
 from amd.core.registry import AGENTS, BENCHMARKS
 from amd.core.spec import finite_float
@@ -27,7 +28,6 @@ from amd.core.vocabulary import (
     SELF_EXCLUDED,
     ZERO_SHOT,
     memory_configs,
-    memory_type,
     memory_types,
     method_specs,
     option_flags,
@@ -107,46 +107,9 @@ def add_run_arguments(run) -> None:
                           f"elapsed) at least this often (default {PROGRESS_EVERY_S:g})")
 
 
-
-def temperature(text: str) -> float | None:
-    return None if text.lower() in ("none", "null") else finite_float(text)
-
-
-def parse_per_type(text: str | None, flag: str, cast) -> dict:
-    """'wf=1,st=2' -> {'workflow': 1, 'subtask': 2}; a bad item names the flag and the item."""
-    if not text:
-        return {}
-    values = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. {next(iter(memory_types()))}=1")
-        try:
-            type_name = memory_type(name.strip()).name
-        except AmdError as error:
-            raise AmdError(f"{flag}: {error}") from None
-        try:
-            values[type_name] = cast(value)
-        except ValueError:
-            raise AmdError(f"{flag}: {item!r} has a value that is not a {cast.__name__}") from None
-    return values
-
-
-def similarities(text: str | None) -> dict:
-    """--delta's minimum similarity per memory type: cosines, from -1 to 1 (NaN is refused, never a threshold that
-    no entry passes)."""
-    delta = parse_per_type(text, "--delta", float)
-    for name, value in delta.items():
-        if not -1 <= value <= 1:
-            raise AmdError(f"--delta: {name}={value} is not a cosine similarity, a number from -1 to 1")
-    return delta
-
-
 def run_from_args(args, choose=None) -> int:
     """`amd run`; `choose(task_ids)`, where given, narrows the tasks once every other selection is made (amd probe)."""
     _check_positive(args)
-    from amd.memory.cli import key_values
-
     options = key_values(args.benchmark_option, "--benchmark-option")
     if args.user_model and options.setdefault("user_model", args.user_model) != args.user_model:
         raise AmdError("--user-model and --benchmark-option user_model name different models")
@@ -210,7 +173,6 @@ def _memory(args, k: dict, delta: dict, task_groups: dict[str, str]):
         return None, {"config": ZERO_SHOT, "bank": None}
     if not args.memory:
         raise AmdError(f"--memory-config {args.memory_config} needs --memory BANK_DIR")
-    from amd.memory.cli import key_values
     from amd.memory.method import open_memory
 
     options = key_values(args.memory_option, "--memory-option")

