@@ -1,9 +1,10 @@
 # Stage 2: distil the teacher's trajectories into a memory bank of one method (entries and FAISS indexes), in one
-# `amd memory build` call. A writer that is a served agent (a teacher writing its own memory) builds in its servers'
-# batches (rules/serve.smk). A teacher pool's bank joins its teachers' banks in one `amd memory pool` call (no model, no re-embedding).
+# `amd memory build` call (shell and threads: run_teacher's, rules/teacher.smk). A writer that is a served agent (a
+# teacher writing its own memory) builds in its servers' batches (rules/serve.smk). A teacher pool's bank joins its
+# teachers' banks in one `amd memory pool` call (no model, no re-embedding).
 
 
-rule build_memory:
+use rule run_teacher as build_memory with:
     input:
         trajectories=grid.runs.teacher_run,
     output:
@@ -15,7 +16,6 @@ rule build_memory:
     wildcard_constraints:
         teacher=grid.agent_names(),
         writer=grid.other_writers(),
-    threads: 1
     resources:
         llm_api=grid.bank_api_slots,
         local_llm=grid.bank_local_slots,
@@ -23,8 +23,6 @@ rule build_memory:
         command=grid.command_of(grid.runs.bank_dir),
     message:
         "memory bank {wildcards.method}: {wildcards.teacher}-{wildcards.writer}-{wildcards.embedder}{wildcards.build}"
-    shell:
-        "{params.command} > {log} 2>&1"
 
 
 rule pool_memory:

@@ -1,8 +1,9 @@
 # The teacher-student fit probe: the student with one teacher's memory on the config's small probe set (`probe:`),
 # one `amd probe` call per cell of an experiment with `probe: true`; the probe_fit table ranks the teachers.
+# Shell, threads and model slots: run_teacher's (rules/teacher.smk).
 
 
-rule run_student_probe:
+use rule run_teacher as run_student_probe with:
     input:
         bank=grid.bank_path,
         setup=grid.setup_done,
@@ -15,13 +16,7 @@ rule run_student_probe:
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
-    threads: 1
-    resources:
-        local_llm=grid.local_llm_slots,
-        llm_api=grid.api_slots,
     params:
         command=grid.command_of(grid.runs.probe_run),
     message:
         "probe: student {wildcards.student} with {wildcards.teacher}'s {wildcards.memcfg} memory on {wildcards.benchmark}"
-    shell:
-        "{params.command} > {log} 2>&1"

@@ -1,8 +1,9 @@
 # Stage 3: the student runs its tasks, zero-shot or with a memory bank of its config's method. A served student's
-# runs are jobs of its model servers' batches (rules/serve.smk).
+# runs are jobs of its model servers' batches (rules/serve.smk). Shell, threads and model slots: run_teacher's
+# (rules/teacher.smk).
 
 
-rule run_student_zero_shot:
+use rule run_teacher as run_student_zero_shot with:
     input:
         setup=grid.setup_done,
     output:
@@ -13,19 +14,13 @@ rule run_student_zero_shot:
         benchmark_path(grid.runs.zero_shot_run)
     wildcard_constraints:
         student=grid.other_agents(),
-    threads: 1
-    resources:
-        local_llm=grid.local_llm_slots,
-        llm_api=grid.api_slots,
     params:
         command=grid.command_of(grid.runs.zero_shot_run),
     message:
         "student {wildcards.student} zero-shot on {wildcards.benchmark}, seed {wildcards.seed}"
-    shell:
-        "{params.command} > {log} 2>&1"
 
 
-rule run_student_memory:
+use rule run_teacher as run_student_memory with:
     input:
         bank=grid.bank_path,
         setup=grid.setup_done,
@@ -40,13 +35,7 @@ rule run_student_memory:
     wildcard_constraints:
         student=grid.other_agents(),
         memcfg=grid.memory_config_names(),
-    threads: 1
-    resources:
-        local_llm=grid.local_llm_slots,
-        llm_api=grid.api_slots,
     params:
         command=grid.command_of(grid.runs.memory_run),
     message:
         "student {wildcards.student} with {wildcards.memcfg} memory (k {wildcards.k}) on {wildcards.benchmark}"
-    shell:
-        "{params.command} > {log} 2>&1"
