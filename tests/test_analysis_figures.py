@@ -11,10 +11,11 @@ import pytest
 import yaml
 from test_analysis_outputs import make_grid, record, rewrite_records, student_run
 
-from amd.analysis import figures, layout
+from amd.analysis import figures
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
 from amd.cli.figure import register
+from amd.core import per_type
 
 SPEC = "vllm:Qwen/Qwen3-4B@http://h/v1"
 STUDENT_CAP, TEACHER_CAP = 8, 40
@@ -27,7 +28,7 @@ def grid(tmp_path):
 
 
 def sweep_k(st: int) -> str:
-    return layout.format_k({"wf": 1, "st": st, "fn": 1}, ("wf", "st", "fn"))
+    return per_type.segment({"wf": 1, "st": st, "fn": 1}, ("wf", "st", "fn"))
 
 
 def figure_runs(root) -> list[str]:

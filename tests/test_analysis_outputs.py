@@ -13,6 +13,7 @@ from amd.analysis.retrieval import TEXT_NOTE
 from amd.analysis.runs import load_runs
 from amd.analysis.stats import wilson
 from amd.analysis.tables import AVG
+from amd.core import per_type
 from amd.core.errors import AmdError
 from amd.core.schema import validate
 from amd.core.vocabulary import memory_config
@@ -92,7 +93,7 @@ def paper_grid(tmp_path):
 
 def test_layout_round_trip_reads_the_cell_back_from_the_path():
     path = memory_path("wf_st", student="qwen3_4b", embedder="te3", protocol="cross_split",
-                       k=layout.format_k({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
+                       k=per_type.segment({"wf": 2, "st": 3, "fn": 1}, ("wf", "st")), seed=4)
     assert "/gpt5mini-w-te3-amd/wf_st/" in path  # AMD's banks carry their representation, others none
     cell = layout.describe_run(path)
     assert cell["role"] == "memory" and cell["memcfg"] == "wf_st" and cell["protocol"] == "cross_split"

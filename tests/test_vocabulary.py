@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from amd.cli import build_parser
-from amd.cli.arguments import parse_per_type
 from amd.cli.run import _memory
 from amd.core.errors import AmdError
+from amd.core.per_type import from_flag_value
 from amd.core.registry import BENCHMARKS, MEMORY_METHODS, Registry
 from amd.core.vocabulary import (
     ZERO_SHOT,
@@ -93,10 +93,10 @@ def test_a_config_outside_its_bounds_or_choices_is_rejected():
 
 def test_the_command_line_reads_every_type_and_each_options_flag():
     for code, memory_type in memory_types().items():
-        assert parse_per_type(f"{code}=2", "--k", int) == {memory_type.name: 2}
-        assert parse_per_type(f"{memory_type.name}=0.5", "--delta", float) == {memory_type.name: 0.5}
+        assert from_flag_value(f"{code}=2", "--k", int) == {memory_type.name: 2}
+        assert from_flag_value(f"{memory_type.name}=0.5", "--delta", float) == {memory_type.name: 0.5}
     with pytest.raises(AmdError, match="unknown memory type 'wx'"):
-        parse_per_type("wx=1", "--k", int)
+        from_flag_value("wx=1", "--k", int)
     flags = option_flags()
     assert flags  # AMD's online memory has one
     for flag, (name, _) in flags.items():

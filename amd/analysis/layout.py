@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from amd.core import per_type
 from amd.core.vocabulary import memory_configs, method_spec
 
 NAME = r"[A-Za-z0-9_]+"
 BUILD = rf"(?:-{NAME})*"  # the `build` part: "-NAME" per setting of the bank's method, in the spec's order
 VARIANT = rf"(?:-{NAME})?"  # the `variant` part: "-NAME" for a run of a harness variant, "" for the release's
-K_ITEM = re.compile(r"^([a-z]+)([0-9]+)$")  # one memory type code and its k, as in k_wf1_st2
 
 TEACHER_RUN = "results/{benchmark}/teacher-{teacher}/trajectories.jsonl"
 BANK_DIR = "results/{benchmark}/bank/{method}/{teacher}-{writer}-{embedder}{build}"
@@ -134,17 +134,6 @@ def run_of_view(run: str) -> str:
     return f"results/{run}/{RUN_FILE}"
 
 
-def format_k(k: dict, type_codes) -> str:
-    """{'wf': 1, 'st': 2, 'fn': 1} with codes ('wf', 'st') -> 'wf1_st2' (only the types the config uses, in its
-    order)."""
-    return "_".join(f"{code}{int(k[code])}" for code in type_codes)
-
-
-def parse_k(text: str) -> dict:
-    """'wf1_st2' -> {'wf': 1, 'st': 2}."""
-    return {match.group(1): int(match.group(2)) for item in text.split("_") if (match := K_ITEM.match(item))}
-
-
 def describe_run(path) -> dict:
     """The cell a run file belongs to, read from its path: role plus every name in the path.
 
@@ -162,7 +151,7 @@ def describe_run(path) -> dict:
             if "variant" in cell:
                 cell["variant"] = variant_name(cell["variant"])
             if "k" in cell:
-                cell["k"] = parse_k(cell["k"])
+                cell["k"] = per_type.from_segment(cell["k"])
             if "seed" in cell:
                 cell["seed"] = int(cell["seed"])
             return cell

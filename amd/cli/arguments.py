@@ -2,8 +2,9 @@
 a temperature."""
 
 from amd.core.errors import AmdError
+from amd.core.per_type import from_flag_value
 from amd.core.spec import finite_float
-from amd.core.vocabulary import memory_type, memory_types
+from amd.core.vocabulary import memory_types
 
 
 def key_values(items: list[str], flag: str = "--option") -> dict:
@@ -30,30 +31,10 @@ def numbers(text: str | None, flag: str) -> dict[str, float]:
     return values
 
 
-def parse_per_type(text: str | None, flag: str, cast) -> dict:
-    """'wf=1,st=2' -> {'workflow': 1, 'subtask': 2}; a bad item names the flag and the item."""
-    if not text:
-        return {}
-    values = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise AmdError(f"{flag}: bad item {item!r}; expected TYPE=VALUE, e.g. {next(iter(memory_types()))}=1")
-        try:
-            type_name = memory_type(name.strip()).name
-        except AmdError as error:
-            raise AmdError(f"{flag}: {error}") from None
-        try:
-            values[type_name] = cast(value)
-        except ValueError:
-            raise AmdError(f"{flag}: {item!r} has a value that is not a {cast.__name__}") from None
-    return values
-
-
 def similarities(text: str | None) -> dict:
     """--delta's minimum similarity per memory type: cosines, from -1 to 1 (NaN is refused, never a threshold that
     no entry passes)."""
-    delta = parse_per_type(text, "--delta", float)
+    delta = from_flag_value(text, "--delta", float)
     for name, value in delta.items():
         if not -1 <= value <= 1:
             raise AmdError(f"--delta: {name}={value} is not a cosine similarity, a number from -1 to 1")

@@ -12,8 +12,9 @@ from amd.agent.progress import PROGRESS_EVERY_S
 from amd.agent.runner import RunSpec, run_tasks
 from amd.benchmarks.base import create_benchmark
 from amd.benchmarks.duplicates import exclusion_groups
-from amd.cli.arguments import key_values, parse_per_type, similarities, temperature
+from amd.cli.arguments import key_values, similarities, temperature
 from amd.core.errors import AmdError, did_you_mean
+from amd.core.per_type import from_flag_value
 from amd.core.registry import AGENTS, BENCHMARKS
 from amd.core.spec import finite_float
 from amd.core.text import printable
@@ -120,7 +121,7 @@ def run_from_args(args, choose=None) -> int:
 def _run(args, benchmark, choose=None) -> int:
     task_ids = select_tasks(benchmark.task_ids(), args.tasks, args.limit)
     groups = exclusion_groups(benchmark).groups  # the runner records them too (amd.benchmarks.duplicates)
-    memory, memory_info = _memory(args, parse_per_type(args.k, "--k", int), similarities(args.delta), groups)
+    memory, memory_info = _memory(args, from_flag_value(args.k, "--k", int), similarities(args.delta), groups)
     if args.protocol in CROSS_SPLITS and memory is not None:
         from amd.memory.protocols import eval_task_ids
 

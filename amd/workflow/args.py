@@ -4,6 +4,8 @@ every key the config schema allows is mapped, and that every flag made here is o
 import json
 import shlex
 
+from amd.core import per_type
+
 # `run` settings (and their per-agent overrides) -> `amd run` flags.
 RUN_FLAGS = {"max_steps_per_turn": "--max-steps-per-turn", "max_steps": "--max-steps",
              "temperature": "--temperature", "max_tokens": "--max-tokens", "concurrency": "--concurrency",
@@ -70,10 +72,10 @@ def memory_flags(memcfg: str, codes: tuple[str, ...], protocol: str, k: dict, de
     """--memory-config, --protocol, --k and --delta for the config's types, the split seed of a cross split, and
     the method's run options."""
     parts = [f"--memory-config {memcfg}", f"--protocol {protocol}",
-             "--k " + ",".join(f"{code}={k[code]}" for code in codes)]
-    chosen = {code: delta[code] for code in codes if code in delta}
+             f"--k {per_type.flag_value(k, codes)}"]
+    chosen = sorted(code for code in codes if code in delta)
     if chosen:
-        parts.append("--delta " + ",".join(f"{code}={value}" for code, value in sorted(chosen.items())))
+        parts.append(f"--delta {per_type.flag_value(delta, chosen)}")
     if split_seed is not None:
         parts.append(f"--split-seed {split_seed}")
     parts += [f"--memory-option {quoted(f'{key}={option_text(value)}')}" for key, value in sorted(options.items())]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amd.analysis import layout
+from amd.core import per_type
 from amd.core.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
 from amd.core.vocabulary import (
     CROSS_SPLITS,
@@ -180,7 +181,7 @@ class Grid:
         varied = [base]
         for code in self.codes(memcfg):
             varied += [base | {code: value} for value in self.config["experiments"][experiment].get("vary_k", [])]
-        unique = {layout.format_k(k, self.codes(memcfg)): k for k in varied}
+        unique = {per_type.segment(k, self.codes(memcfg)): k for k in varied}
         return list(unique.values())
 
     @staticmethod
@@ -219,7 +220,7 @@ class Grid:
         if cell["memcfg"] == ZERO_SHOT:
             return self.runs.zero_shot_run.format(**cell)
         template = self.runs.probe_run if cell.get("probe") else self.runs.memory_run
-        return template.format(**(cell | {"k": layout.format_k(cell["k"], self.codes(cell["memcfg"]))}))
+        return template.format(**(cell | {"k": per_type.segment(cell["k"], self.codes(cell["memcfg"]))}))
 
     def bank_path(self, wildcards) -> str:
         """The bank a memory run reads: its config's method, built from its teacher with its settings."""
@@ -449,7 +450,7 @@ class Grid:
         delta = (defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
                  | self.harness(wildcards.benchmark, "delta") | self.variant(variant, wildcards.benchmark, "delta"))
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
-                                 layout.parse_k(wildcards.k), delta, split_seed, options)
+                                 per_type.from_segment(wildcards.k), delta, split_seed, options)
 
     # ---- resources -----------------------------------------------------------------------------------------
 
