@@ -5,7 +5,8 @@
 
 from amd.analysis import layout
 from amd.workflow.banner import announce_start
-from amd.workflow.grid import benchmark_path, log_path, workflow_grid
+from amd.workflow.cells import benchmark_path, log_path
+from amd.workflow.grid import workflow_grid
 from amd.workflow.scripts import find_amd_beside_python
 
 grid = workflow_grid(config, workflow.configfiles)

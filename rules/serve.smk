@@ -1,7 +1,7 @@
 # Model servers: one vLLM server per batch of a served agent's jobs (amd.workflow.servers). A batch is one job:
 # `amd serve-batch` starts its server on GPUs of its own, runs every job of the batch at once against it once it
-# answers (each job's command is the one its rule would run, amd.workflow.grid.Grid.command), and stops it after the
-# last (one SLURM job under profiles/slurm). Why not a Snakemake service job and a group: docs/paper-grid.md.
+# answers (each job's command is the one its rule would run, amd.workflow.commands.Commands.command), and stops it
+# after the last (one SLURM job under profiles/slurm). Why not a Snakemake service job and a group: docs/paper-grid.md.
 
 for batch in grid.batches():
 

@@ -2,10 +2,11 @@
 # teacher's runs are jobs of its model servers' batches (rules/serve.smk).
 #
 # run_teacher's body is every job rule's: `{params.command} > {log} 2>&1`, the `amd` command the grid writes for
-# the job's output (amd.workflow.grid.Grid.command, what `amd serve-batch` runs for a served job), one thread, model
-# slots by the acting agent. The other job rules (rules/memory.smk, student.smk, probe.smk) take it with `use rule
-# run_teacher as ... with:` and declare their own input, output, log, benchmark, wildcard constraints, message and
-# params (the command from their own output template: a function of the wildcards, so a changed command reruns).
+# the job's output (amd.workflow.commands.Commands.command, what `amd serve-batch` runs for a served job), one
+# thread, model slots by the acting agent. The other job rules (rules/memory.smk, student.smk, probe.smk) take it
+# with `use rule run_teacher as ... with:` and declare their own input, output, log, benchmark, wildcard constraints,
+# message and params (the command from their own output template: a function of the wildcards, so a changed command
+# reruns).
 
 
 rule run_teacher:

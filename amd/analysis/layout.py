@@ -35,7 +35,7 @@ SETUP_DONE = "results/setup/{target}.done"  # a benchmark's setup (a make target
 FIGURE = "results/{figure}.pdf"
 RUN_FILE, VIEW_FILE = "trajectories.jsonl", "view.html"  # a run's page (amd view) lies beside its run file
 # results/'s own folders beside the benchmarks' (tables, the estimate, setup marks, jobs' logs and timings): no
-# config may be named after one, since a config's own outputs go to results/NAME/ (amd.workflow.grid.own_path)
+# config may be named after one, since a config's own outputs go to results/NAME/ (amd.workflow.cells.Cells.own_path)
 FOLDERS = ("tables", "plan", "setup", "logs", "benchmarks")
 
 
