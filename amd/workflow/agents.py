@@ -4,14 +4,16 @@ the names the rules' wildcards take, as regexes."""
 from amd.analysis import layout
 from amd.core.registry import AGENTS, BENCHMARKS, MEMORY_METHODS
 from amd.core.vocabulary import ZERO_SHOT, memory_configs, output_names
-from amd.workflow import args
-from amd.workflow.config import ConfigError, merge_configs
+from amd.workflow.config import ConfigError
+from amd.workflow.sections import RELEASE_HARNESS, Agent, Harness, Sections
 
 
 class Agents:
-    """Reads the checked config (`config`); `name` and `runs` (where its runs go) are set by amd.workflow.grid.Grid."""
+    """Reads the checked config, typed (`sections`; `config`, the dict, for what takes an entry as it is); `name`
+    and `runs` (where its runs go) are set by amd.workflow.grid.Grid."""
 
     config: dict
+    sections: Sections
     name: str
     runs: layout.RunPaths
 
@@ -20,9 +22,13 @@ class Agents:
 
     def agent(self, name: str) -> dict:
         """Teachers and students share one name space: a student can teach (Student Memory, `teachers: [self]`)."""
-        if name not in self.agents():
-            raise ConfigError(f"config: agent {name!r} is in neither `teachers` nor `students`")
+        self.typed_agent(name)
         return self.agents()[name]
+
+    def typed_agent(self, name: str) -> Agent:
+        if name not in self.sections.agents:
+            raise ConfigError(f"config: agent {name!r} is in neither `teachers` nor `students`")
+        return self.sections.agents[name]
 
     def pools(self) -> dict:
         """`teacher_pools`: a name usable as a teacher, for one bank pooled from its teachers' banks."""
@@ -30,43 +36,37 @@ class Agents:
 
     def distilled_teachers(self, teacher: str) -> list[str]:
         """The teachers whose runs a cell's memory comes from: a pool's members, else the teacher itself."""
-        return self.pools()[teacher]["teachers"] if teacher in self.pools() else [teacher]
+        pool = self.sections.pools.get(teacher)
+        return pool.teachers if pool else [teacher]
 
     def writer(self, name: str) -> dict:
         """A writer by name: an entry of `writers`, or an agent writing with its own model."""
         return self.config["writers"].get(name) or self.agent(name)
 
-    def agent_benchmark(self, agent: str | None, benchmark: str) -> dict:
-        """An agent's own tasks and options for a benchmark (its `benchmarks` entry), if any."""
-        return self.agent(agent).get("benchmarks", {}).get(benchmark, {}) if agent else {}
+    def writer_spec(self, name: str) -> str:
+        return self.sections.writers.get(name) or self.typed_agent(name).spec
 
     def tasks(self, benchmark: str, role: str, agent: str) -> list[str] | None:
         """The tasks an agent runs in a role (teacher, student): its own for the benchmark, else the benchmark's
         for the role (None: every task)."""
-        own = self.agent_benchmark(agent, benchmark)
-        return own["tasks"] if "tasks" in own else self.config["benchmarks"][benchmark].get(f"{role}_tasks")
+        own = self.typed_agent(agent).benchmarks.get(benchmark)
+        if own and own.tasks is not None:
+            return own.tasks
+        entry = self.sections.benchmarks[benchmark]
+        return entry.teacher_tasks if role == "teacher" else entry.student_tasks
 
     def options(self, benchmark: str, agent: str | None = None) -> dict:
         """The benchmark's own options, with the agent's for it over them."""
-        return (self.config["benchmarks"][benchmark].get("options", {})
-                | self.agent_benchmark(agent, benchmark).get("options", {}))
+        own = self.typed_agent(agent).benchmarks.get(benchmark) if agent else None
+        return dict(self.sections.benchmarks[benchmark].options) | dict(own.options if own else {})
 
-    def harness(self, benchmark: str, key: str) -> dict:
-        """A benchmark's own values of `key` (run, memory_options, build_options, k, delta): its harness."""
-        return self.config["benchmarks"][benchmark].get(key, {})
-
-    def variant(self, name: str | None, benchmark: str, key: str) -> dict:
-        """A harness variant's values of `key` (k, delta, memory_options) for a benchmark: its own for all
-        benchmarks, the benchmark's entry over them ({} for the release's harness, `name` None)."""
-        if not name:
-            return {}
-        entry = self.config["variants"][name]
-        return merge_configs(entry.get(key, {}), entry.get("benchmarks", {}).get(benchmark, {}).get(key, {}))
+    def variant(self, name: str | None, benchmark: str) -> Harness:
+        """A harness variant's k, δ and run options for a benchmark (none for the release's harness, `name` None)."""
+        return self.sections.variants[name].harness(benchmark) if name else RELEASE_HARNESS
 
     def run_settings(self, name: str, benchmark: str) -> dict:
-        entry = self.agent(name)
-        return (self.config["run"] | self.harness(benchmark, "run")
-                | {key: value for key, value in entry.items() if key in args.RUN_FLAGS})
+        return (dict(self.sections.run) | dict(self.sections.benchmarks[benchmark].run)
+                | dict(self.typed_agent(name).run))
 
     @staticmethod
     def samples(entry: dict) -> bool:
@@ -76,9 +76,9 @@ class Agents:
         """Tasks an agent's run of the benchmark keeps in flight."""
         return self.run_settings(name, benchmark).get("concurrency", 1)
 
-    def acting_agent(self, wildcards) -> dict:
+    def acting_agent(self, wildcards) -> Agent:
         """The acting agent of a run job: the student where there is one, else the teacher."""
-        return self.agent(wildcards.get("student") or wildcards.teacher)
+        return self.typed_agent(wildcards.get("student") or wildcards.teacher)
 
     def agent_names(self) -> str:
         """Teachers and students (banks distilled from one run), as a wildcard regex."""
@@ -90,14 +90,14 @@ class Agents:
     def served_agents(self) -> str:
         """Agents whose jobs (their runs, and memory builds they write) serve their model themselves with vLLM (a
         `serve:` block), as a wildcard regex."""
-        return "|".join(name for name, entry in self.agents().items() if "serve" in entry) or "(?!)"
+        return "|".join(name for name, agent in self.sections.agents.items() if agent.serve is not None) or "(?!)"
 
     def other_agents(self) -> str:
-        return "|".join(name for name, entry in self.agents().items() if "serve" not in entry) or "(?!)"
+        return "|".join(name for name, agent in self.sections.agents.items() if agent.serve is None) or "(?!)"
 
     def other_writers(self) -> str:
         """Writers that need no server of their own: `writers` entries and agents that are not served."""
-        return "|".join([*self.config["writers"], self.other_agents()])
+        return "|".join([*self.sections.writers, self.other_agents()])
 
     @staticmethod
     def memory_config_names() -> str:

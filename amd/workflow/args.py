@@ -3,6 +3,7 @@ every key the config schema allows is mapped, and that every flag made here is o
 
 import json
 import shlex
+from collections.abc import Mapping
 
 from amd.core import per_type
 
@@ -59,7 +60,7 @@ def benchmark_flags(tasks: list[str] | None, options: dict) -> str:
     return " ".join(flags)
 
 
-def serve_flags(spec: str, serve: dict) -> str:
+def serve_flags(spec: str, serve: Mapping) -> str:
     """`amd serve-batch` flags for a model the workflow serves with vLLM (rules/serve.smk)."""
     parts = [f"--model {quoted(spec.removeprefix('vllm:'))}", f"--gpus {serve.get('gpus', 1)}"]
     if serve.get("args"):

@@ -39,7 +39,8 @@ class Batches(Commands):
         return [self._batch(server, paths) for server, paths in self.servers.jobs_of.items()]
 
     def _batch(self, server: str, paths: list[str]) -> Batch:
-        entry = self.agent(server_agent(server))
+        agent = self.typed_agent(server_agent(server))
+        assert agent.serve is not None  # a server is a served agent's
         inputs: list[str] = []
         for path in paths:
             inputs += [needed for needed in self._job_inputs(path) if needed not in paths and needed not in inputs]
@@ -48,8 +49,8 @@ class Batches(Commands):
         return Batch(name=server, rule=f"serve_batch_{server.replace('-', '_')}",
                      outputs=[(path, layout.job_wildcards(path)[0] == "bank") for path in paths],  # type: ignore[index]
                      inputs=inputs, log=self.own_path(f"results/logs/servers/{server}.log"),
-                     resources=batch_resources(entry["serve"]),
-                     args=f"{args.serve_flags(entry['spec'], entry['serve'])} {cells}")
+                     resources=batch_resources(agent.serve),
+                     args=f"{args.serve_flags(agent.spec, agent.serve)} {cells}")
 
     def _job_inputs(self, path: str) -> list[str]:
         """What a job waits for, as its rule's inputs: the benchmark's setup, a bank and the run before it, or the

@@ -43,28 +43,29 @@ def benchmark_path(path: str) -> str:
 class Cells(Agents):
     def setting(self, experiment: str, key: str) -> list:
         """An experiment's list for `key` (e.g. "teachers"), else the default as a one-item list."""
-        spec = self.config["experiments"][experiment]
-        if key in spec:
-            return spec[key]
+        lists, defaults = self.sections.experiments[experiment].lists, self.sections.defaults
+        if key in lists:
+            return lists[key]
         if key == "seeds":
-            return self.config["defaults"]["seeds"]
+            return defaults.seeds
         singular = next(name for name, plural in cell_lists().items() if plural == key)
-        if singular not in self.config["defaults"]:
+        if singular not in defaults.cell:
             raise ConfigError(f"config: experiments.{experiment}: a memory config whose method has the setting "
                               f"{singular!r} needs `{key}` here or `defaults.{singular}`")
-        return [self.config["defaults"][singular]]
+        return [defaults.cell[singular]]
 
     def base_k(self, benchmark: str, variant: str | None = None) -> dict:
         """k per type code: the variant's over the benchmark's over the config's defaults over the types' own."""
-        return ({code: t.default_k for code, t in memory_types().items()} | self.config["defaults"]["k"]
-                | self.harness(benchmark, "k") | self.variant(variant, benchmark, "k"))
+        return ({code: t.default_k for code, t in memory_types().items()} | dict(self.sections.defaults.k)
+                | dict(self.sections.benchmarks[benchmark].k) | dict(self.variant(variant, benchmark).k))
 
     def k_values(self, experiment: str, memcfg: str, benchmark: str) -> list[dict]:
         """The k settings of one memory config: the default, or the default with one type varied (`vary_k`)."""
-        base = self.base_k(benchmark, self.config["experiments"][experiment].get("variant"))
+        spec = self.sections.experiments[experiment]
+        base = self.base_k(benchmark, spec.variant)
         varied = [base]
         for code in self.codes(memcfg):
-            varied += [base | {code: value} for value in self.config["experiments"][experiment].get("vary_k", [])]
+            varied += [base | {code: value} for value in spec.vary_k]
         unique = {per_type.segment(k, self.codes(memcfg)): k for k in varied}
         return list(unique.values())
 
@@ -74,6 +75,7 @@ class Cells(Agents):
 
     def cells(self, experiment: str):
         """Every student run of one experiment, as dicts of path names (plus k as a dict)."""
+        spec = self.sections.experiments[experiment]
         names = list(CELL_LISTS)
         lists = [self.setting(experiment, CELL_LISTS[name]) for name in names]
         for combo in itertools.product(*lists):
@@ -83,10 +85,9 @@ class Cells(Agents):
             if cell["writer"] == TEACHER_WRITES:
                 cell["writer"] = cell["teacher"]
             cell["method"] = memory_config(cell["memcfg"]).method
-            cell["probe"] = self.config["experiments"][experiment].get("probe", False)
+            cell["probe"] = spec.probe
             # a harness variant applies to memory runs; zero-shot runs are the release's, shared
-            cell["variant"] = layout.variant_part(self.config["experiments"][experiment].get("variant")
-                                                  if cell["method"] else None)
+            cell["variant"] = layout.variant_part(spec.variant if cell["method"] else None)
             for built in self.build_values(experiment, cell["method"]):
                 for k in self.k_values(experiment, cell["memcfg"], cell["benchmark"]) if cell["method"] else [{}]:
                     yield cell | built | {"k": k}
@@ -134,7 +135,7 @@ class Cells(Agents):
         cells = list(self.cells(experiment))
         teachers = {self.runs.teacher_run.format(**(cell | {"teacher": teacher})) for cell in cells if cell["method"]
                     for teacher in self.distilled_teachers(cell["teacher"])}
-        grid_runs = self.finished_grid_runs(cells) if self.config["experiments"][experiment].get("probe") else []
+        grid_runs = self.finished_grid_runs(cells) if self.sections.experiments[experiment].probe else []
         return sorted({self.run_path(cell) for cell in cells}) + sorted(teachers) + grid_runs
 
     def finished_grid_runs(self, probe_cells: list[dict]) -> list[str]:
@@ -142,8 +143,8 @@ class Cells(Agents):
         whose file is on disk: the probe is checked against the grid only where the grid has run."""
         wanted = {self.run_path(cell | {"probe": False, "seed": 0}) for cell in probe_cells}
         found = set()
-        for experiment, spec in self.config["experiments"].items():
-            for cell in self.cells(experiment) if not spec.get("probe") else ():
+        for experiment, spec in self.sections.experiments.items():
+            for cell in self.cells(experiment) if not spec.probe else ():
                 path = self.run_path(cell)
                 if self.run_path(cell | {"seed": 0}) in wanted and os.path.exists(path):
                     found.add(path)
@@ -154,7 +155,7 @@ class Cells(Agents):
         that no experiment of this config lists is refused, naming the configs whose experiments do."""
         chosen = makers(name, self.config["experiments"])
         if not chosen:
-            raise ConfigError(refusal(name, self.config.get("name")))
+            raise ConfigError(refusal(name, self.sections.name))
         runs = []
         for experiment in chosen:
             runs += [run for run in self.experiment_runs(experiment) if run not in runs]
@@ -168,12 +169,12 @@ class Cells(Agents):
 
     def released(self, path: str) -> str | None:
         """Where the config's release folder (`release`) keeps a file of its results tree; None without one."""
-        if "release" not in self.config:
+        if self.sections.release is None:
             return None
         root = self.own_path("results/")
         if not path.startswith(root):
             raise ConfigError(f"config: {path} is outside this config's results tree {root}")
-        return f"{self.config['release'].rstrip('/')}/{layout.released_name(path[len(root):])}"
+        return f"{self.sections.release.rstrip('/')}/{layout.released_name(path[len(root):])}"
 
     def output_paths(self, name: str) -> list[str]:
         if name in output_names("figure"):
@@ -183,8 +184,8 @@ class Cells(Agents):
     def all_targets(self) -> list[str]:
         """Every output of every experiment not `on_demand`, a score per run and a page (amd view) per student
         run."""
-        names = sorted({name for spec in self.config["experiments"].values() if not spec.get("on_demand")
-                        for name in spec["outputs"]})
+        names = sorted({name for spec in self.sections.experiments.values() if not spec.on_demand
+                        for name in spec.outputs})
         runs = {run for name in names for run in self.output_runs(name)}
         scores = [run.replace("trajectories.jsonl", "score.json") for run in sorted(runs)]
         views = [layout.view_path(run) for run in sorted(runs & self.student_runs)]
@@ -192,16 +193,16 @@ class Cells(Agents):
 
     def on_demand(self) -> dict[str, list[str]]:
         """Each output made on demand (not by `all`) -> the experiments that make it."""
-        outputs = {name for spec in self.config["experiments"].values() for name in spec["outputs"]}
+        outputs = {name for spec in self.sections.experiments.values() for name in spec.outputs}
         chosen = {name: makers(name, self.config["experiments"]) for name in sorted(outputs)}
         return {name: experiments for name, experiments in chosen.items()
-                if self.config["experiments"][experiments[0]].get("on_demand")}
+                if self.sections.experiments[experiments[0]].on_demand}
 
     @functools.cached_property
     def student_runs(self) -> set[str]:
         """The grid's student runs, zero-shot and with memory (not probe runs)."""
-        return {self.run_path(cell) for experiment, spec in self.config["experiments"].items()
-                if not spec.get("probe") for cell in self.cells(experiment)}
+        return {self.run_path(cell) for experiment, spec in self.sections.experiments.items()
+                if not spec.probe for cell in self.cells(experiment)}
 
     def view_against(self, wildcards) -> list[str]:
         """What a memory run's page shows beside it: the zero-shot run of the same student, benchmark and seed,

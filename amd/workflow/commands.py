@@ -28,15 +28,15 @@ def _uses(spec, *prefixes) -> int:
 
 class Commands(Cells):
     def note(self) -> str:
-        return args.quoted(self.config.get("note", ""))
+        return args.quoted(self.sections.note)
 
     def config_json(self) -> str:
         """The whole config, for the one job that reads all of it (the cost estimate of the grid)."""
         return args.quoted(json.dumps(self.config, sort_keys=True))
 
     def agent_args(self, name: str) -> str:
-        entry = self.agent(name)
-        return args.agent_flag(entry["spec"], "serve" in entry)
+        agent = self.typed_agent(name)
+        return args.agent_flag(agent.spec, agent.serve is not None)
 
     def run_args(self, name: str, benchmark: str) -> str:
         """`amd run` settings, the benchmark's over the config's and the agent's own over both; the oracle samples
@@ -50,13 +50,14 @@ class Commands(Cells):
     def probe_args(self, wildcards) -> str:
         """The probe set of a probe run: the config's fixed list for the benchmark, else a draw from its student
         tasks (`amd probe --probe-size N --probe-seed S`)."""
-        probe = self.config["probe"]
+        probe = self.sections.probe
+        assert probe is not None  # a probe experiment needs `probe` (amd.workflow.checks)
         benchmark, student = wildcards["benchmark"], wildcards["student"]
-        fixed = probe.get("tasks", {}).get(benchmark)
+        fixed = probe.tasks.get(benchmark)
         if fixed:
             return args.benchmark_flags(fixed, self.options(benchmark, student))
-        return (f"{self.benchmark_args(benchmark, 'student', student)} --probe-size {probe['size']}"
-                f" --probe-seed {probe['seed']}")
+        return (f"{self.benchmark_args(benchmark, 'student', student)} --probe-size {probe.size}"
+                f" --probe-seed {probe.seed}")
 
     def benchmark_options(self, wildcards) -> str:
         """The benchmark's own options alone (memory builds read its function docs)."""
@@ -67,7 +68,7 @@ class Commands(Cells):
         return args.writer_flags(entry, served="serve" in entry)
 
     def embedder_args(self, wildcards) -> str:
-        return f"--embedder {args.quoted(self.config['embedders'][wildcards.embedder]['spec'])}"
+        return f"--embedder {args.quoted(self.sections.embedders[wildcards.embedder])}"
 
     def build_args(self, wildcards) -> str:
         """--method and the build option of each setting of the method, from the value the bank's path names. No
@@ -75,24 +76,26 @@ class Commands(Cells):
         never rebuilds a bank."""
         names = layout.build_names(wildcards.method, wildcards.build)
         spec = method_spec(wildcards.method)
+        # a setting's values are entries of a section its method's spec names (amd.core.spec.Setting.section)
         options = {setting.option: setting.text(self.config[setting.section][names[setting.key]])
                    for setting in spec.settings}
         options |= {key: args.option_text(value) for key, value in
-                    self.harness(wildcards.benchmark, "build_options").get(wildcards.method, {}).items()}
+                    self.sections.benchmarks[wildcards.benchmark].build_options.get(wildcards.method, {}).items()}
         return args.build_option_flags(wildcards.method, options)
 
     def memory_args(self, wildcards) -> str:
-        defaults = self.config["defaults"]
-        config = memory_config(wildcards.memcfg)
-        split_seed = defaults["split_seed"] if wildcards.protocol in CROSS_SPLITS else None
-        variant = layout.variant_name(wildcards.get("variant", ""))
-        options = (defaults.get("memory_options", {}).get(config.method, {})
-                   | self.harness(wildcards.benchmark, "memory_options").get(config.method, {})
-                   | self.variant(variant, wildcards.benchmark, "memory_options").get(config.method, {}))
-        if "prefer" in self.pools().get(wildcards.teacher, {}):
-            options = options | {PREFER_TEACHER: self.pools()[wildcards.teacher]["prefer"]}
-        delta = (defaults["delta"] | self.config["embedders"][wildcards.embedder].get("delta", {})
-                 | self.harness(wildcards.benchmark, "delta") | self.variant(variant, wildcards.benchmark, "delta"))
+        defaults, benchmark = self.sections.defaults, self.sections.benchmarks[wildcards.benchmark]
+        method = memory_config(wildcards.memcfg).method
+        assert method is not None  # a memory run's config has a method
+        split_seed = defaults.split_seed if wildcards.protocol in CROSS_SPLITS else None
+        variant = self.variant(layout.variant_name(wildcards.get("variant", "")), wildcards.benchmark)
+        options = (dict(defaults.memory_options.get(method, {})) | dict(benchmark.memory_options.get(method, {}))
+                   | dict(variant.memory_options.get(method, {})))
+        pool = self.sections.pools.get(wildcards.teacher)
+        if pool and pool.prefer is not None:
+            options = options | {PREFER_TEACHER: pool.prefer}
+        delta = (dict(defaults.delta) | dict(self.sections.embedder_delta[wildcards.embedder]) | dict(benchmark.delta)
+                 | dict(variant.delta))
         return args.memory_flags(wildcards.memcfg, self.codes(wildcards.memcfg), wildcards.protocol,
                                  per_type.from_segment(wildcards.k), delta, split_seed, options)
 
@@ -101,20 +104,20 @@ class Commands(Cells):
 
     def local_llm_slots(self, wildcards) -> int:
         """Global cap `local_llm`: embedded llama.cpp servers at once (one thread each; profiles/default)."""
-        return _uses(self.acting_agent(wildcards)["spec"], "local:")
+        return _uses(self.acting_agent(wildcards).spec, "local:")
 
     def api_slots(self, wildcards) -> int:
         """Global cap `llm_api`: requests to hosted or already-running model servers."""
-        return _uses(self.acting_agent(wildcards)["spec"], "openai:", "vllm:")
+        return _uses(self.acting_agent(wildcards).spec, "openai:", "vllm:")
 
     def bank_api_slots(self, wildcards) -> int:
         """A memory build calls the API once per model-backed writer or embedder."""
-        specs = (self.writer(wildcards.writer)["spec"], self.config["embedders"][wildcards.embedder]["spec"])
+        specs = (self.writer_spec(wildcards.writer), self.sections.embedders[wildcards.embedder])
         return sum(_uses(spec, "openai:", "vllm:") for spec in specs)
 
     def bank_local_slots(self, wildcards) -> int:
         """A model writer on the embedded llama.cpp server takes a `local_llm` slot."""
-        return _uses(self.writer(wildcards.writer)["spec"], "local:")
+        return _uses(self.writer_spec(wildcards.writer), "local:")
 
     def command_of(self, template: str):
         """A rule's params function: the command of its job (`command`), from the rule's output template."""

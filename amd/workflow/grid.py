@@ -27,6 +27,7 @@ from amd.workflow.config import (
     without_nulls,
 )
 from amd.workflow.named import own_experiments
+from amd.workflow.sections import sections
 
 
 class Grid(Batches):
@@ -35,7 +36,8 @@ class Grid(Batches):
         config = with_likes(without_nulls(config))
         validate_config(config)
         self.config = config | {"experiments": own_experiments(config)}
-        self.name = config.get("name", DEFAULT_NAME)
+        self.sections = sections(self.config)
+        self.name = self.sections.name or DEFAULT_NAME
         self.runs = layout.run_paths(None if self.name == DEFAULT_NAME else self.name)
         check_names(self)
 

@@ -14,6 +14,7 @@ response cache.
 """
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from amd.core.vocabulary import memory_config
@@ -26,12 +27,12 @@ BATCH_RESOURCES = {"runtime": 720}
 WRITER_CONCURRENCY = 4  # `amd memory build --writer-concurrency` (its default; the workflow does not set it)
 
 
-def batch_resources(serve: dict) -> dict:
+def batch_resources(serve: Mapping) -> dict:
     """A batch job's Snakemake resources: its GPUs and `serve.resources` over BATCH_RESOURCES."""
     return BATCH_RESOURCES | serve.get("resources", {}) | {"gpu": server_gpus(serve)}
 
 
-def server_gpus(serve: dict) -> int:
+def server_gpus(serve: Mapping) -> int:
     """GPUs of one server of an agent's `serve:` entry (`serve.gpus`, 1 where not given)."""
     return int(serve.get("gpus", 1))
 
