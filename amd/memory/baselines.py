@@ -6,6 +6,9 @@ github taeilkim2465/agentic_memory_distillation), one record per task. This modu
 selection, the outcome word, the run as text for a writer prompt, one writer call that logs what it could not
 use, the bank manifest's outcome counts and writer audit, and typed calls (values replaced by placeholders) for
 their model-free `rules` writers. Each method keeps its own prompts, entries, retrieval and injection.
+Their specs' `released_for` names the benchmarks for which that release holds a method's code (for ToolSandbox and
+BFCL it has run and build scripts whose modules are missing, so there our settings are carried over: a
+reconstruction); `reconstructed` says what is ours on every benchmark.
 """
 
 import json
