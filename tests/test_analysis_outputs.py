@@ -341,6 +341,14 @@ def test_paired_table_lists_each_task_with_and_without_memory_and_a_sign_test(gr
         paired.paired_tasks(load_runs([student_run(tmp_path, "s", "local:m", "zero_shot", 0, [(True, 1)])]))
 
 
+def test_runs_named_outside_the_results_layout_pair_without_a_seed(tmp_path):
+    """Run files a user named (no seed in their path) still pair: the seed is left empty, not a crash."""
+    runs = [write_run(tmp_path, "own/bfcl/zero.jsonl", [(True, 1), (False, 2)], "local:m"),
+            write_run(tmp_path, "own/bfcl/memory.jsonl", [(True, 1), (True, 2)], "local:m", memory="wf_st_fn")]
+    table = paired.paired_tasks(load_runs(runs))
+    assert table["seed"].isna().all() and list(table["memory_only"]) == [1, 1]
+
+
 def test_security_pairs_count_breaches_with_and_without_memory(tmp_path):
     spec = "local:qwen2.5-coder-0.5b"
     runs = {memcfg: student_run(tmp_path, "s", spec, memcfg, 0, [(True, 1), (False, 1), (True, 1)], k="wf1")

@@ -52,7 +52,8 @@ def _paired_rows(runs: pd.DataFrame, column: str, name: str, verb: str) -> pd.Da
         zero_shot = cell[cell["memory"] == "zero_shot"]
         for row in cell[cell["memory"] != "zero_shot"].itertuples() if len(zero_shot) else []:
             pairs = paired_counts(zero_shot.iloc[0][column], getattr(row, column), verb)
-            rows.append({"benchmark": benchmark, "student": student, "seed": int(seed), "memory": row.memory,
+            rows.append({"benchmark": benchmark, "student": student, "seed": None if pd.isna(seed) else int(seed),
+                         "memory": row.memory,
                          "teacher": row.teacher, "k": row.k_text, **pairs})
     if not rows:
         raise AmdError(f"{name}: no student has both a zero-shot run and a memory run among --runs")
