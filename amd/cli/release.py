@@ -33,7 +33,8 @@ def sync_from_args(args) -> int:
     size = sum(item["bytes"] for item in manifest["files"].values())
     print(f"amd release sync: {len(manifest['files'])} files, {size / 1e6:.2f} MB in {grid.config['release']}")
     for run, item in manifest["runs"].items():
-        print(f"amd release sync: {run}: {item['records']} of {item['tasks'] or '?'} tasks")
+        done = f"{item['records']} of {item['tasks']} tasks" if item["tasks"] else "not started (no task list yet)"
+        print(f"amd release sync: {run}: {done}")
     return 0
 
 
