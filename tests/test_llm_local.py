@@ -1,7 +1,12 @@
-"""The embedded default: GGUF assembly from part packages (fake tiny parts), and one real-model chat (slow)."""
+"""The embedded default: GGUF assembly from part packages (fake tiny parts); a real-model chat and an interrupted
+real-model run (slow)."""
 
 import hashlib
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -94,3 +99,28 @@ def test_the_embedded_server_uses_one_thread_unless_told_otherwise(monkeypatch):
     monkeypatch.setenv("AMD_LOCAL_THREADS", "0")
     with pytest.raises(AmdError, match="at least 1 thread"):
         server_threads()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_run_whose_local_model_is_mid_request(tmp_path_factory, tmp_path):
+    """llama.cpp's shutdown with a request in flight waits for it forever (seen: a run hung until SIGKILL);
+    the server is kept to the process's end instead, and the interrupted run exits at once."""
+    env = {**os.environ, "AMD_CACHE_DIR": os.environ.get("AMD_LLM_TEST_CACHE") or str(tmp_path_factory.mktemp("c"))}
+    err = tmp_path / "err.txt"
+    argv = [sys.executable, "-m", "amd.cli", "run", "bfcl", "--agent", "local:qwen2.5-coder-0.5b",
+            "--tasks", "multi_turn_base_0,multi_turn_base_1", "--out", str(tmp_path / "run.jsonl"), "--no-progress"]
+    with open(err, "w") as stderr:
+        run = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 300
+            while "exclusion groups" not in err.read_text() and time.monotonic() < deadline:
+                time.sleep(1)
+            time.sleep(20)  # the server loaded, the first task a few requests in
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=60)
+        finally:
+            run.kill()
+    text = err.read_text()
+    assert "waiting up to 10 s for the 1 tasks in flight" in text, text[-3000:]
+    assert run.returncode == 128 + signal.SIGTERM, text[-3000:]
+    assert text.strip().splitlines()[-1].startswith("amd: terminated (SIGTERM)")

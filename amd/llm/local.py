@@ -6,7 +6,9 @@ which equals the official Qwen GGUF release. A mismatch is a hard error.
 """
 
 import hashlib
+import json
 import os
+import urllib.request
 from pathlib import Path
 
 from amd.core.errors import AmdError
@@ -29,6 +31,10 @@ PROMPT_CACHE_MIB = 8192
 # work shares, decoding fell to 0.8 tok/s against 8.0 with 1 thread (load 9); two 1-thread servers run side by
 # side instead (profiles/default: local_llm).
 DEFAULT_THREADS = 1
+# Servers stopped while a request was in flight: never released, since llama.cpp's shutdown would wait for that
+# request's handler, which waits for the stopped server (measured: an interrupted `amd run` hung until SIGKILL).
+# They end with the process; an interrupted run exits at once (amd.cli).
+_KEPT_UNTIL_EXIT: list = []
 
 
 def gguf_path(weights: LocalWeights) -> Path:
@@ -110,4 +116,16 @@ class LocalServer:
                            f"within {READY_TIMEOUT_S:.0f} s")
 
     def stop(self) -> None:
-        self._server = None  # xllamacpp shuts the server down when the object is released
+        """Shut the server down (xllamacpp does so when the object is released), or keep it until the process
+        exits where a request is still in flight (_KEPT_UNTIL_EXIT)."""
+        if self._server is not None and self._busy():
+            _KEPT_UNTIL_EXIT.append(self._server)
+        self._server = None
+
+    def _busy(self) -> bool:
+        """Whether a slot still works on a request; a server that does not say counts as busy."""
+        try:
+            with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/slots", timeout=5) as reply:
+                return any(slot.get("is_processing") for slot in json.load(reply))
+        except (OSError, ValueError, AttributeError):
+            return True
