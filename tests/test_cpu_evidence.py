@@ -93,3 +93,46 @@ def test_the_tracked_release_checks_out_with_no_model(tmp_path):
                              capture_output=True, text=True, check=False, timeout=900, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert "every checksum, score, table and figure matches" in checked.stderr + checked.stdout
+
+
+def released_row(release, paired: dict, memory: str) -> list[str]:
+    """The README's row of one run of the experiment, computed from the release: solved by each verdict with its
+    Wilson interval, won / lost against zero-shot with the sign test's p, tasks at the step cap, steps."""
+    import gzip
+    import json
+
+    from amd.analysis.stats import wilson
+
+    run = next(release.glob(f"agentdojo/student-*/**/{memory}/**/trajectories.jsonl.gz"))
+    records = [json.loads(line) for line in gzip.open(run, "rt")]
+    steps = sum(len(turn["steps"]) for record in records for turn in record["turns"])
+    capped = sum(record["status"] == "step_limit" for record in records)
+
+    def solved(count: int) -> str:
+        low, high = wilson(count, len(records))
+        return f"{count} ({100 * count / len(records):.1f} % [{low:.1f}, {high:.1f}])"
+
+    if memory == "zero_shot":
+        count = next(iter(paired.values()))["zero_shot"]
+        return [f"`{memory}`", solved(count), solved(count), "—", str(capped), str(steps)]
+    by, strict = paired[(memory, "benchmark")], paired[(memory, "strict")]
+    against = (f"{by['memory_only']} / {by['zero_shot_only']}, p = {by['sign_test_p']:.2f} "
+               f"({strict['memory_only']} / {strict['zero_shot_only']}, p = {strict['sign_test_p']:.2f})")
+    return [f"`{memory}`", solved(by["with_memory"]), solved(strict["with_memory"]), against, str(capped), str(steps)]
+
+
+def test_the_readme_and_the_findings_report_the_released_numbers():
+    """Issue 43's done-when: the numbers the README and docs/findings give for the evidence run are those of the
+    tracked release (its paired table and its runs), row by row."""
+    import pandas as pd
+
+    release = REPO / "release/cpu_evidence"
+    if not (release / "tables/paired_tasks.csv").exists():
+        pytest.skip("release/cpu_evidence holds no finished experiment yet")
+    paired = {(row["memory"], row["verdict"]): row
+              for row in pd.read_csv(release / "tables/paired_tasks.csv").to_dict("records")}
+    for page in [REPO / "README.md", REPO / "docs/findings/index.md"]:
+        rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+                for line in page.read_text().splitlines() if line.startswith("| `")}
+        for memory in ["zero_shot", "wf_st_fn", "wf_st_fn_online"]:
+            assert rows.get(f"`{memory}`") == released_row(release, paired, memory), (page.name, memory)
