@@ -104,7 +104,7 @@ def released_row(release, paired: dict, memory: str) -> list[str]:
     from amd.analysis.stats import wilson
 
     run = next(release.glob(f"agentdojo/student-*/**/{memory}/**/trajectories.jsonl.gz"))
-    records = [json.loads(line) for line in gzip.open(run, "rt")]
+    records = [json.loads(line) for line in gzip.decompress(run.read_bytes()).splitlines()]
     steps = sum(len(turn["steps"]) for record in records for turn in record["turns"])
     capped = sum(record["status"] == "step_limit" for record in records)
 
