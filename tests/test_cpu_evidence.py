@@ -79,8 +79,9 @@ def test_its_runs_and_bank_continue_from_its_tracked_release(grid):
 
 
 def test_the_tracked_release_checks_out_with_no_model(tmp_path):
-    """The experiment's release as committed (issue 43): every checksum holds, and each released score, table and
-    figure is what its released runs give, rebuilt with no model and no network (`amd release check`)."""
+    """The experiment's release as committed (issue 43): every checksum holds, each run's verdicts are what
+    AgentDojo's own checker gives, and each released score, table and figure is what its released runs give, rebuilt
+    with no model and no network (`amd release check --recheck`)."""
     import shutil
     import subprocess
     import sys
@@ -89,7 +90,8 @@ def test_the_tracked_release_checks_out_with_no_model(tmp_path):
     if not (release / "MANIFEST.json").exists():
         pytest.skip("release/cpu_evidence holds no sync yet")
     shutil.copytree(release, tmp_path / "release")  # a copy: the check must not need the checkout
-    checked = subprocess.run([sys.executable, "-m", "amd.cli", "release", "check", str(tmp_path / "release")],
+    checked = subprocess.run([sys.executable, "-m", "amd.cli", "release", "check", str(tmp_path / "release"),
+                              "--recheck"],
                              capture_output=True, text=True, check=False, timeout=900, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert "every checksum, score, table and figure matches" in checked.stderr + checked.stdout
