@@ -100,13 +100,12 @@ def test_the_tracked_release_checks_out_with_no_model(tmp_path):
 def released_row(release, paired: dict, memory: str) -> list[str]:
     """The README's row of one run of the experiment, computed from the release: solved by each verdict with its
     Wilson interval, won / lost against zero-shot with the sign test's p, tasks at the step cap, steps."""
-    import gzip
-    import json
-
     from amd.analysis.stats import wilson
+    from amd.core.files import whole_lines
+    from amd.core.schema import parse_line
 
     run = next(release.glob(f"agentdojo/student-*/**/{memory}/**/trajectories.jsonl.gz"))
-    records = [json.loads(line) for line in gzip.decompress(run.read_bytes()).splitlines()]
+    records = [parse_line(line, run, number) for number, line in enumerate(whole_lines(run), start=1)]
     steps = sum(len(turn["steps"]) for record in records for turn in record["turns"])
     capped = sum(record["status"] == "step_limit" for record in records)
 
@@ -114,9 +113,10 @@ def released_row(release, paired: dict, memory: str) -> list[str]:
         low, high = wilson(count, len(records))
         return f"{count} ({100 * count / len(records):.1f} % [{low:.1f}, {high:.1f}])"
 
-    if memory == "zero_shot":
-        count = next(iter(paired.values()))["zero_shot"]
-        return [f"`{memory}`", solved(count), solved(count), "—", str(capped), str(steps)]
+    if memory == "zero_shot":  # its counts stand in every memory run's pairs: the first memory run's
+        first = next(iter(paired))[0]
+        by, strict = paired[(first, "benchmark")]["zero_shot"], paired[(first, "strict")]["zero_shot"]
+        return [f"`{memory}`", solved(by), solved(strict), "—", str(capped), str(steps)]
     by, strict = paired[(memory, "benchmark")], paired[(memory, "strict")]
     against = (f"{by['memory_only']} / {by['zero_shot_only']}, p = {by['sign_test_p']:.2f} "
                f"({strict['memory_only']} / {strict['zero_shot_only']}, p = {strict['sign_test_p']:.2f})")
